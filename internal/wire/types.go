@@ -1,0 +1,272 @@
+// Package wire decodes what Claude Code and the Anthropic Messages API exchange: request headers,
+// request bodies, SSE streams and JSON responses. It keeps only what the tracker needs (shapes,
+// sizes, ids, usage and short previews), never whole bodies, and never credentials.
+//
+// Every decoder here tolerates input it does not understand: an unknown field, role, block type or
+// event is counted as "other", never an error. Parsing never affects forwarding: the proxy hands
+// wire copies of the bytes it has already forwarded.
+package wire
+
+import "time"
+
+// Endpoint classifies a request path. The zero value is EndpointOther.
+type Endpoint int
+
+// Endpoints cctrace tells apart.
+const (
+	EndpointOther       Endpoint = iota // anything else (GET probes, models, …)
+	EndpointMessages                    // POST /v1/messages
+	EndpointCountTokens                 // POST /v1/messages/count_tokens
+)
+
+// String returns a short stable name, used in logs and span attributes.
+func (e Endpoint) String() string {
+	switch e {
+	case EndpointMessages:
+		return "messages"
+	case EndpointCountTokens:
+		return "count_tokens"
+	default:
+		return "other"
+	}
+}
+
+// Headers holds the request headers cctrace reads. Credentials are never copied here.
+// The zero value means none of them was present.
+type Headers struct {
+	SessionID        string   // X-Claude-Code-Session-Id
+	AgentID          string   // x-claude-code-agent-id (subagent requests only)
+	ParentAgentID    string   // x-claude-code-parent-agent-id (nested subagents)
+	ClientRequestID  string   // x-client-request-id
+	UserAgent        string   // User-Agent
+	AnthropicVersion string   // anthropic-version
+	Beta             []string // anthropic-beta, split on commas, trimmed
+	RetryCount       int      // X-Stainless-Retry-Count (0 when absent or not a number)
+	Traceparent      string   // W3C traceparent, when Claude Code's own tracing propagates it
+}
+
+// Request is one API request as seen by the proxy once its body has been read (or abandoned).
+// The zero value is an empty request to an unknown endpoint.
+type Request struct {
+	ExchangeID uint64    // unique per proxied exchange, assigned by the proxy
+	Time       time.Time // when the request reached the proxy
+	Method     string
+	Path       string // URL path, without the query
+	Endpoint   Endpoint
+	Headers    Headers
+	BodySize   int64 // bytes of request body forwarded (after any transfer decoding)
+	// Body is the decoded body. Nil when the request had no JSON body or it could not be decoded;
+	// ParseError then says why (empty when there was simply no body).
+	Body       *Body
+	ParseError string
+}
+
+// Body is the part of a Messages API request body that the tracker and sinks use.
+// The zero value is a request with no messages.
+type Body struct {
+	Model     string
+	MaxTokens int
+	Stream    bool
+	// UserID is metadata.user_id as sent (a JSON string in current Claude Code, a legacy
+	// user_<hash>_account_<uuid>_session_<uuid> string in older versions).
+	UserID string
+	// MetadataSessionID is the session id found inside UserID, in either format.
+	MetadataSessionID string
+
+	Thinking string // thinking.type: "adaptive", "enabled", "disabled", or "" when absent
+	Effort   string // output_config.effort, when present
+	// OutputFormat is output_config.format.type (e.g. "json_schema"), when present.
+	OutputFormat string
+	// ContextManagement is true when the request carries a context_management object.
+	ContextManagement bool
+
+	System SystemInfo
+	Tools  ToolsInfo
+	// Messages describes every message, in order; content is reduced to counts and sizes.
+	Messages []Message
+	// CacheBreakpoints counts cache_control markers across system, tools and messages.
+	CacheBreakpoints int
+
+	// HistoryHash identifies the messages array (every message, byte for byte): two requests
+	// with the same HistoryHash carry the same conversation, which is how retries are recognised.
+	HistoryHash uint64
+	// FirstHumanText is the first human text of the first user message: its first text block that
+	// is not a <system-reminder>, truncated to HumanTextLimit bytes. It is how a subagent's first
+	// request is matched to the Agent tool call whose prompt it carries, and how compaction
+	// continuations are recognised.
+	FirstHumanText string
+	// FirstHumanTextHash hashes the whole first human text (not truncated).
+	FirstHumanTextHash uint64
+	// CompactCommand is true when any user message carries <command-name>/compact</command-name>.
+	CompactCommand bool
+	// PlanMode is true when the last user message carries a Plan Mode system reminder.
+	PlanMode bool
+}
+
+// HumanTextLimit bounds the human text kept from a request (previews and prefix matching).
+const HumanTextLimit = 512
+
+// SystemInfo summarises the top-level system prompt.
+type SystemInfo struct {
+	Blocks int // text blocks (a plain string counts as one)
+	Bytes  int // total text bytes
+	// BillingHeader is the x-anthropic-billing-header text block, when present.
+	BillingHeader string
+	// Subagent is true when the billing header carries cc_is_subagent=true.
+	Subagent bool
+}
+
+// ToolsInfo summarises the tools array.
+type ToolsInfo struct {
+	Present  bool // the request had a "tools" key (an empty list is Present with Count 0)
+	Count    int
+	Deferred int      // tools with defer_loading: true
+	Names    []string // tool names, in order, at most ToolNameLimit of them
+}
+
+// ToolNameLimit bounds how many tool names a ToolsInfo keeps.
+const ToolNameLimit = 256
+
+// Role is a message role. Unknown roles are RoleOther.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
+	RoleOther     Role = "other"
+)
+
+// BlockType is a content block type. A string content counts as one BlockText.
+// Unknown types are BlockOther.
+type BlockType string
+
+// Content block types seen from Claude Code.
+const (
+	BlockText             BlockType = "text"
+	BlockToolUse          BlockType = "tool_use"
+	BlockToolResult       BlockType = "tool_result"
+	BlockThinking         BlockType = "thinking"
+	BlockRedactedThinking BlockType = "redacted_thinking"
+	BlockImage            BlockType = "image"
+	BlockDocument         BlockType = "document"
+	BlockOther            BlockType = "other"
+)
+
+// Message is one message of the request, reduced to what the tracker uses.
+type Message struct {
+	Role Role
+	// Blocks counts content blocks by type.
+	Blocks map[BlockType]int
+	// HumanText is true when a user message has text that is not only <system-reminder> blocks.
+	HumanText bool
+	// Text is the message's human text (system reminders skipped), truncated to HumanTextLimit.
+	// Only filled for the last user/assistant message and the first user message.
+	Text string
+	// ToolResults lists the tool_result blocks, in order (user messages only).
+	ToolResults []ToolResult
+	// ToolUseIDs lists the ids of tool_use blocks (assistant messages only).
+	ToolUseIDs []string
+}
+
+// ToolResult is one tool_result block of a request.
+type ToolResult struct {
+	ToolUseID string
+	IsError   bool
+	Bytes     int // size of its content (text bytes, or raw JSON bytes for non-text blocks)
+	// AgentID is the agentId: value found in its text (results of the Agent tool).
+	AgentID string
+	// Preview is the start of its text, truncated to PreviewLimit; only kept for the last message.
+	Preview string
+}
+
+// PreviewLimit bounds content previews kept from requests and responses.
+const PreviewLimit = 256
+
+// Response is the upstream's answer to one Request, complete once the body ended, failed or was
+// abandoned by the client. The zero value is a response that never arrived.
+type Response struct {
+	ExchangeID uint64
+	Status     int       // HTTP status; 0 when no response was received (see Err)
+	HeaderTime time.Time // when response headers arrived
+	// FirstChunk is when the first content delta (text, tool input or thinking) arrived: time to
+	// first token. Zero when none did.
+	FirstChunk time.Time
+	End        time.Time // when the body ended, failed or was closed
+	RequestID  string    // upstream request-id header
+	// ContentType and ContentEncoding are the response headers of the same name.
+	ContentType     string
+	ContentEncoding string
+	Streamed        bool  // text/event-stream
+	BodySize        int64 // bytes forwarded to the client
+	// Message is the decoded message; nil for error responses and non-message endpoints.
+	Message *MessageInfo
+	// InputTokens is count_tokens' answer, when the endpoint was count_tokens.
+	InputTokens int
+	// ErrorType is error.type from a JSON error body or a mid-stream error event.
+	ErrorType    string
+	ErrorMessage string // error.message, truncated to PreviewLimit
+	// Err is set when the exchange failed in transport: the upstream was unreachable, the stream
+	// was cut, or the client went away (then Canceled is true too).
+	Err      string
+	Canceled bool
+	// Incomplete is true when a stream ended without message_stop.
+	Incomplete bool
+	// ParseError says why the body could not be decoded, when it could not.
+	ParseError string
+}
+
+// MessageInfo is the assistant message of a response (streamed or not).
+type MessageInfo struct {
+	ID         string
+	Model      string
+	StopReason string // end_turn, tool_use, max_tokens, stop_sequence, refusal, pause_turn, …
+	Usage      Usage
+	// Blocks counts content blocks of the response by type.
+	Blocks   map[BlockType]int
+	ToolUses []ToolUse
+	// Text is the start of the response's text, truncated to PreviewLimit.
+	Text string
+}
+
+// Usage is token usage as the upstream reported it; for streams, the last cumulative value.
+type Usage struct {
+	InputTokens              int // uncached input only, as Anthropic reports it
+	OutputTokens             int
+	CacheReadInputTokens     int
+	CacheCreationInputTokens int
+	// CacheCreation5m and CacheCreation1h split cache writes by TTL, when the upstream reports it
+	// (usage.cache_creation.ephemeral_5m_input_tokens / ephemeral_1h_input_tokens).
+	CacheCreation5m int
+	CacheCreation1h int
+}
+
+// TotalInput is every input token of the request: uncached, cache reads and cache writes.
+func (u Usage) TotalInput() int {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+}
+
+// ToolUse is one tool_use block of a response.
+type ToolUse struct {
+	ID   string
+	Name string
+	// End is when its content_block_stop arrived (the response end for non-streamed answers):
+	// the moment the tool call is fully known to the client.
+	End        time.Time
+	InputBytes int
+	// Input is the start of the input JSON, truncated to PreviewLimit.
+	Input string
+	// Agent holds the decoded input of an Agent (or Task) tool call.
+	Agent *AgentCall
+}
+
+// AgentCall is the input of an Agent tool call that starts a subagent.
+type AgentCall struct {
+	Description     string
+	SubagentType    string
+	RunInBackground bool
+	// PromptHash hashes the prompt with the same function as Body.FirstHumanTextHash, so that the
+	// subagent's first request can be matched to this call.
+	PromptHash uint64
+}
