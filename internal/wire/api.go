@@ -17,3 +17,28 @@ func HashText(s string) uint64 {
 	}
 	return h
 }
+
+// The entry points below are implemented in headers.go, body.go and response.go:
+//
+//	// ParseHeaders reads the Claude Code headers cctrace uses; credentials are never read.
+//	func ParseHeaders(h http.Header) Headers
+//	// ClassifyPath maps a method and URL path to an Endpoint.
+//	func ClassifyPath(method, path string) Endpoint
+//	// ParseBody decodes a Messages API (or count_tokens) request body. contentEncoding is the
+//	// request's Content-Encoding ("" for identity); gzip, deflate, br and zstd are decoded.
+//	func ParseBody(body []byte, contentEncoding string) (*Body, error)
+//
+//	// StreamDecoder decodes an SSE response incrementally, chunk by chunk as forwarded.
+//	type StreamDecoder struct{ … }
+//	func NewStreamDecoder() *StreamDecoder
+//	// Write feeds the next chunk, received at now. It never fails; bad events are skipped and
+//	// remembered for Finish.
+//	func (d *StreamDecoder) Write(p []byte, now time.Time)
+//	// Finish fills resp.Message, FirstChunk, ErrorType, ErrorMessage, Incomplete and
+//	// ParseError from what was seen.
+//	func (d *StreamDecoder) Finish(resp *Response)
+//
+//	// DecodeResponse decodes a complete non-streamed (or content-encoded) response body, per
+//	// resp.ContentType, resp.ContentEncoding and the endpoint: a JSON message, a count_tokens
+//	// answer, a JSON error, or an event stream decoded at once (all events at resp.End).
+//	func DecodeResponse(resp *Response, endpoint Endpoint, body []byte)
