@@ -105,6 +105,8 @@ type Chat struct {
 	Kind RequestKind
 	// Request is the request as received, with Body.Messages dropped after tracking.
 	Request wire.Request
+	// Messages is len(Request.Body.Messages) before the tracker dropped them; 0 without a body.
+	Messages int
 	// Response is set when the span ends.
 	Response *wire.Response
 	Attempt  int // 0 for the first attempt, 1 for the first retry, …
