@@ -55,6 +55,9 @@ type Request struct {
 	Endpoint   Endpoint
 	Headers    Headers
 	BodySize   int64 // bytes of request body forwarded (after any transfer decoding)
+	// ContentEncoding is the request's Content-Encoding header ("" for identity): the body copy
+	// handed to the observer is still encoded so.
+	ContentEncoding string
 	// Body is the decoded body. Nil when the request had no JSON body or it could not be decoded;
 	// ParseError then says why (empty when there was simply no body).
 	Body       *Body

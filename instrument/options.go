@@ -1,0 +1,75 @@
+package instrument
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Option configures a Tracker.
+type Option func(*config)
+
+type config struct {
+	idSource       func() uint64
+	toolTimeout    time.Duration
+	errorTimeout   time.Duration
+	sessionTimeout time.Duration
+	maxSessions    int
+	adoptWindow    time.Duration
+	capture        bool
+	scrub          func(string) string
+}
+
+func defaultConfig() config {
+	return config{
+		idSource:       rand.Uint64,
+		toolTimeout:    30 * time.Minute,
+		errorTimeout:   5 * time.Minute,
+		sessionTimeout: 2 * time.Hour,
+		maxSessions:    10000,
+		adoptWindow:    10 * time.Second,
+		scrub:          func(s string) string { return s },
+	}
+}
+
+// WithIDSource sets where trace and span ids come from. Default: math/rand/v2's global source,
+// which is seeded randomly. Tests pass a seeded source for stable ids.
+func WithIDSource(next func() uint64) Option {
+	return func(c *config) { c.idSource = next }
+}
+
+// WithToolTimeout sets how long a turn waits for the next request after a response that asked
+// for tools before it is ended as "idle_timeout". Default 30 minutes (long builds and tests run
+// as tools).
+func WithToolTimeout(d time.Duration) Option {
+	return func(c *config) { c.toolTimeout = d }
+}
+
+// WithErrorTimeout sets how long a turn waits for a retry after a failed request before it is
+// ended as "error". Default 5 minutes.
+func WithErrorTimeout(d time.Duration) Option {
+	return func(c *config) { c.errorTimeout = d }
+}
+
+// WithSessionTimeout sets how long a session may stay idle before its state is dropped and its
+// open spans end as "evicted". Default 2 hours.
+func WithSessionTimeout(d time.Duration) Option {
+	return func(c *config) { c.sessionTimeout = d }
+}
+
+// WithMaxSessions bounds the sessions held at once; beyond it the least recently seen session is
+// evicted. Default 10000.
+func WithMaxSessions(n int) Option {
+	return func(c *config) { c.maxSessions = n }
+}
+
+// WithContentCapture turns on previews of prompts, tool inputs and tool results on spans, each
+// passed through scrub (which should remove secrets) first. Default off: no content leaves the
+// tracker.
+func WithContentCapture(scrub func(string) string) Option {
+	return func(c *config) {
+		c.capture = true
+		if scrub != nil {
+			c.scrub = scrub
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package instrument
+
+import (
+	"time"
+
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// session is everything the tracker keeps about one Claude Code session. It is proportional to
+// the tool calls and subagents in flight, never to the conversation's history.
+type session struct {
+	id       string
+	lastSeen time.Time
+	turns    int   // turns started so far (for Turn.Index)
+	turn     *turn // the open turn of the main chain, if any
+	main     chain
+	agents   map[string]*chain    // subagent chains by key
+	tools    map[string]*openTool // tool calls awaiting their result, by tool_use id
+	// agentCalls are Agent tool calls whose subagent has not been seen yet. A background agent
+	// can send its first request after its tool call already returned.
+	agentCalls []*openTool
+	// compacting is set between a successful compaction summary and the request that follows it.
+	compacting *pendingCompaction
+	// orphans are side requests that arrived before any turn was open; the next turn adopts them.
+	orphans []*exchange
+	// planMode is whether the last main-chain request carried Plan Mode reminders.
+	planMode bool
+}
+
+// chain is one agent's conversation within a session: the main agent's, or a subagent's.
+type chain struct {
+	sub      *subagentRun // nil for the main chain
+	seen     bool         // a request of this chain was tracked already
+	messages int          // message count of the last request
+	context  int          // all input tokens of the last successful response
+	lastHash uint64       // Body.HistoryHash of the last request
+	lastKind RequestKind
+	failed   bool // the last request failed (a request repeating it is a retry)
+	attempt  int  // attempt number of the last request
+}
+
+// turn is an open agentic turn: the root span and its running totals.
+type turn struct {
+	span     *Span
+	ended    bool
+	deadline time.Time // when Tick ends it for lack of activity; zero while a request is in flight
+	lastSeen time.Time
+	failed   bool // the last main-chain request failed
+	// compactionOnly marks a trace that holds a /compact summarisation and nothing else.
+	compactionOnly bool
+}
+
+// subagentRun is one subagent: its span and its own totals.
+type subagentRun struct {
+	span  *Span
+	turn  *turn // the turn it started in; it may outlive it (background agents)
+	ended bool
+}
+
+// openTool is a tool call whose result has not arrived yet.
+type openTool struct {
+	span  *Span
+	turn  *turn
+	chain *chain // the chain whose response asked for it
+	// subagent is the run this Agent call started, once its first request was seen.
+	subagent *subagentRun
+}
+
+// pendingCompaction is what the tracker remembers between a compaction summary and the
+// continuation request.
+type pendingCompaction struct {
+	messagesBefore int
+	contextBefore  int
+	midTurn        bool // it happened inside an open turn (an automatic compaction)
+}
+
+// exchange is one request in flight.
+type exchange struct {
+	span  *Span
+	sess  *session
+	chain *chain       // nil for side requests
+	turn  *turn        // the turn whose totals it counts into; nil for standalone traces
+	sub   *subagentRun // set for subagent requests
+	hash  uint64
+	// orphan: its span waits for a turn to adopt it; done: its response already ended.
+	orphan, done bool
+	since        time.Time
+}
+
+// lastConversational returns the last user or assistant message: system-role messages (such as
+// the environment block Claude Code appends) do not count as "the last message".
+func lastConversational(b *wire.Body) *wire.Message {
+	for i := len(b.Messages) - 1; i >= 0; i-- {
+		switch b.Messages[i].Role {
+		case wire.RoleUser, wire.RoleAssistant:
+			return &b.Messages[i]
+		}
+	}
+	return nil
+}
