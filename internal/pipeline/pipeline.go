@@ -1,0 +1,183 @@
+// Package pipeline connects the proxy to the tracker: it takes what the proxy observed, off the
+// forwarding path, decodes bodies with internal/wire on its own goroutine, and feeds the tracker
+// in order.
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Pipeline is a proxy.Observer that feeds a tracker from one goroutine. Observer calls never
+// block: events queue in memory, and when the queued bodies exceed the byte budget new bodies are
+// dropped (the exchange is still tracked, as undecodable). The zero value is not usable; call New.
+type Pipeline struct {
+	tracker *instrument.Tracker
+	log     *slog.Logger
+	now     func() time.Time
+	tick    time.Duration
+	budget  int
+	// endpoints remembers, per exchange in flight, what its response decodes as. Only the
+	// pipeline goroutine touches it.
+	endpoints map[uint64]wire.Endpoint
+
+	mu      sync.Mutex
+	queue   []event
+	queued  int // body bytes in queue
+	dropped int // bodies dropped since the last warning
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+var _ proxy.Observer = (*Pipeline)(nil)
+
+type event struct {
+	req  *wire.Request
+	resp *wire.Response
+	body []byte
+}
+
+// Option configures a Pipeline.
+type Option func(*Pipeline)
+
+// WithLogger sets the logger for decoding problems. Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(p *Pipeline) { p.log = l } }
+
+// WithClock sets the clock used for the tracker's timeouts. Default time.Now.
+func WithClock(now func() time.Time) Option { return func(p *Pipeline) { p.now = now } }
+
+// WithTickInterval sets how often the tracker's timeouts are checked. Default 1 second.
+func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tick = d } }
+
+// WithQueueBudget bounds the body bytes waiting to be decoded. Default 256 MiB.
+func WithQueueBudget(n int) Option { return func(p *Pipeline) { p.budget = n } }
+
+// New returns a pipeline feeding tr. Call Run to start it.
+func New(tr *instrument.Tracker, opts ...Option) *Pipeline {
+	p := &Pipeline{
+		tracker:   tr,
+		log:       slog.Default(),
+		now:       time.Now,
+		tick:      time.Second,
+		budget:    256 << 20,
+		endpoints: make(map[uint64]wire.Endpoint),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// RequestRead queues a request; see proxy.Observer.
+func (p *Pipeline) RequestRead(req *wire.Request, body []byte) {
+	p.push(event{req: req, body: body})
+}
+
+// ResponseDone queues a response; see proxy.Observer.
+func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
+	p.push(event{resp: resp, body: body})
+}
+
+func (p *Pipeline) push(ev event) {
+	p.mu.Lock()
+	if p.queued+len(ev.body) > p.budget {
+		ev.body = nil
+		p.dropped++
+		if ev.req != nil && ev.req.ParseError == "" {
+			ev.req.ParseError = "not decoded: cctrace's decode queue was full"
+		}
+		if ev.resp != nil && ev.resp.ParseError == "" {
+			ev.resp.ParseError = "not decoded: cctrace's decode queue was full"
+		}
+	}
+	p.queued += len(ev.body)
+	p.queue = append(p.queue, ev)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run feeds the tracker until ctx is done, then drains what was queued, ends every open span
+// (Tracker.Close) and returns.
+func (p *Pipeline) Run(ctx context.Context) {
+	defer close(p.done)
+	ticker := time.NewTicker(p.tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.drain()
+			p.tracker.Close(p.now())
+			return
+		case <-p.wake:
+			p.drain()
+		case <-ticker.C:
+			p.drain()
+			p.tracker.Tick(p.now())
+		}
+	}
+}
+
+// Done is closed when Run has returned.
+func (p *Pipeline) Done() <-chan struct{} { return p.done }
+
+// Flush processes everything queued so far; for tests and shutdown paths that need the tracker
+// to have seen all finished exchanges. It must not be called concurrently with Run.
+func (p *Pipeline) Flush() { p.drain() }
+
+func (p *Pipeline) drain() {
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		p.queued = 0
+		dropped := p.dropped
+		p.dropped = 0
+		p.mu.Unlock()
+		if dropped > 0 {
+			p.log.Warn("decode queue full: bodies not decoded", "count", dropped)
+		}
+		if len(batch) == 0 {
+			return
+		}
+		for i := range batch {
+			p.handle(batch[i])
+			batch[i] = event{}
+		}
+	}
+}
+
+func (p *Pipeline) handle(ev event) {
+	switch {
+	case ev.req != nil:
+		req := ev.req
+		p.endpoints[req.ExchangeID] = req.Endpoint
+		if len(ev.body) > 0 && req.Endpoint != wire.EndpointOther {
+			body, err := wire.ParseBody(ev.body, req.ContentEncoding)
+			if err != nil {
+				req.ParseError = err.Error()
+				p.log.Debug("request body not decoded", "path", req.Path, "error", err)
+			} else {
+				req.Body = body
+			}
+		}
+		p.tracker.Request(req)
+	case ev.resp != nil:
+		resp := ev.resp
+		if ev.body != nil {
+			wire.DecodeResponse(resp, p.endpoints[resp.ExchangeID], ev.body)
+		}
+		delete(p.endpoints, resp.ExchangeID)
+		p.tracker.Response(resp)
+	}
+}
