@@ -1,0 +1,502 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Markers Claude Code puts in request text.
+const (
+	// systemReminderTag opens the reminder blocks Claude Code injects into user messages.
+	systemReminderTag = "<system-reminder>"
+	// billingHeaderPrefix starts the first system block of every Claude Code request.
+	billingHeaderPrefix = "x-anthropic-billing-header:"
+	// subagentMarker is in the billing header of a subagent's requests.
+	subagentMarker = "cc_is_subagent=true"
+	// compactCommand is in the user message of a manual /compact.
+	compactCommand = "<command-name>/compact</command-name>"
+	// planModeMarker starts the Plan Mode reminder ("Plan mode is active. The user indicated that
+	// they do not want you to execute yet -- you MUST NOT make any edits, …") that Claude Code
+	// attaches to the user's messages while Plan Mode is on.
+	planModeMarker = "Plan mode is active"
+	// agentIDMarker precedes the subagent id in an Agent tool result.
+	agentIDMarker = "agentId:"
+)
+
+// ParseBody decodes a Messages API (or count_tokens) request body. contentEncoding is the
+// request's Content-Encoding ("" for identity); gzip, deflate, br and zstd are decoded first.
+// Content strings are passed over without being decoded, except the few texts Body keeps.
+func ParseBody(body []byte, contentEncoding string) (*Body, error) {
+	b, err := Decompress(contentEncoding, body)
+	if err != nil {
+		return nil, fmt.Errorf("decoding request body: %w", err)
+	}
+	p := bodyParser{r: jsonReader{b: b}, out: &Body{}}
+	if !p.parse() && p.r.err == nil {
+		return nil, errors.New("decoding request body: not a JSON object")
+	}
+	if err := p.r.end(); err != nil {
+		return nil, fmt.Errorf("decoding request body: %w", err)
+	}
+	p.finish()
+	return p.out, nil
+}
+
+// bodyParser holds the state of one ParseBody call.
+type bodyParser struct {
+	r   jsonReader
+	out *Body
+	// msgs keeps, per message, raw text that is only decoded once it is known which messages
+	// need it (the last one is only known at the end).
+	msgs []messageText
+}
+
+// messageText is what is remembered of a message's text while the body is being read.
+type messageText struct {
+	human    []byte   // raw first human text block
+	results  [][]byte // raw first text of each tool_result, in order
+	planMode bool     // a text block carries the Plan Mode reminder
+	compact  bool     // a text block carries the /compact command
+}
+
+func (p *bodyParser) parse() bool {
+	r := &p.r
+	return r.object(func(key []byte) {
+		switch string(key) {
+		case "model":
+			p.out.Model = r.text()
+		case "max_tokens":
+			p.out.MaxTokens = r.integer()
+		case "stream":
+			p.out.Stream = r.boolean()
+		case "metadata":
+			r.object(func(key []byte) {
+				if string(key) != "user_id" {
+					r.skip()
+					return
+				}
+				p.out.UserID = r.text()
+				p.out.MetadataSessionID = metadataSessionID(p.out.UserID)
+			})
+		case "thinking":
+			r.object(func(key []byte) {
+				if string(key) == "type" {
+					p.out.Thinking = r.text()
+					return
+				}
+				r.skip()
+			})
+		case "output_config":
+			p.outputConfig()
+		case "context_management":
+			p.out.ContextManagement = r.peek() == '{'
+			r.skip()
+		case "system":
+			p.system()
+		case "tools":
+			p.out.Tools.Present = true
+			p.tools()
+		case "messages":
+			r.peek()
+			start := r.i
+			if r.array(p.message) {
+				h := fnv.New64a()
+				h.Write(r.b[start:r.i])
+				p.out.HistoryHash = h.Sum64()
+			}
+		default:
+			r.skip()
+		}
+	})
+}
+
+func (p *bodyParser) outputConfig() {
+	r := &p.r
+	r.object(func(key []byte) {
+		switch string(key) {
+		case "effort":
+			p.out.Effort = r.text()
+		case "format":
+			r.object(func(key []byte) {
+				if string(key) == "type" {
+					p.out.OutputFormat = r.text()
+					return
+				}
+				r.skip()
+			})
+		default:
+			r.skip()
+		}
+	})
+}
+
+func (p *bodyParser) system() {
+	r := &p.r
+	sys := &p.out.System
+	switch r.peek() {
+	case '"':
+		raw, _ := r.str()
+		sys.Blocks = 1
+		sys.Bytes = unquotedLen(raw)
+	case '[':
+		r.array(func() {
+			var blockType, text []byte
+			hasText := false
+			r.object(func(key []byte) {
+				switch string(key) {
+				case "type":
+					blockType, _ = r.str()
+				case "text":
+					text, hasText = r.str()
+				case "cache_control":
+					p.cacheControl()
+				default:
+					r.skip()
+				}
+			})
+			if string(blockType) != "text" || !hasText {
+				return
+			}
+			sys.Blocks++
+			sys.Bytes += unquotedLen(text)
+			if sys.BillingHeader == "" && bytes.HasPrefix(text, []byte(billingHeaderPrefix)) {
+				sys.BillingHeader = unquotePrefix(text, PreviewLimit)
+				sys.Subagent = strings.Contains(sys.BillingHeader, subagentMarker)
+			}
+		})
+	default:
+		r.skip()
+	}
+}
+
+// cacheControl reads a cache_control value and counts it when it is an object.
+func (p *bodyParser) cacheControl() {
+	if p.r.peek() == '{' {
+		p.out.CacheBreakpoints++
+	}
+	p.r.skip()
+}
+
+func (p *bodyParser) tools() {
+	r := &p.r
+	tools := &p.out.Tools
+	r.array(func() {
+		tools.Count++
+		r.object(func(key []byte) {
+			switch string(key) {
+			case "name":
+				if name := r.text(); len(tools.Names) < ToolNameLimit {
+					tools.Names = append(tools.Names, name)
+				}
+			case "defer_loading":
+				if r.boolean() {
+					tools.Deferred++
+				}
+			case "cache_control":
+				p.cacheControl()
+			default:
+				r.skip()
+			}
+		})
+	})
+}
+
+// message reads one element of the messages array.
+func (p *bodyParser) message() {
+	r := &p.r
+	m := Message{Role: RoleOther}
+	var text messageText
+	var toolUseIDs []string
+	r.object(func(key []byte) {
+		switch string(key) {
+		case "role":
+			m.Role = parseRole(r.text())
+		case "content":
+			toolUseIDs = p.content(&m, &text)
+		default:
+			r.skip()
+		}
+	})
+	switch m.Role {
+	case RoleUser:
+		m.HumanText = text.human != nil
+	case RoleAssistant:
+		m.ToolUseIDs = toolUseIDs
+		m.ToolResults = nil
+		text.results = nil
+	default:
+		m.ToolResults = nil
+		text.results = nil
+	}
+	p.out.Messages = append(p.out.Messages, m)
+	p.msgs = append(p.msgs, text)
+}
+
+func parseRole(s string) Role {
+	switch r := Role(s); r {
+	case RoleUser, RoleAssistant, RoleSystem:
+		return r
+	default:
+		return RoleOther
+	}
+}
+
+func parseBlockType(b []byte) BlockType {
+	switch t := BlockType(b); t {
+	case BlockText, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking,
+		BlockImage, BlockDocument:
+		return t
+	default:
+		return BlockOther
+	}
+}
+
+// content reads a message's content (a string or a list of blocks) into m and text, and returns
+// the ids of its tool_use blocks. The role may not be known yet (keys come in any order), so
+// everything is collected and message() keeps what the role allows.
+func (p *bodyParser) content(m *Message, text *messageText) []string {
+	r := &p.r
+	m.Blocks = make(map[BlockType]int, 2)
+	if r.peek() == '"' {
+		raw, _ := r.str()
+		m.Blocks[BlockText]++
+		p.textBlock(raw, text)
+		return nil
+	}
+	var toolUseIDs []string
+	r.array(func() {
+		var blk contentBlock
+		r.object(func(key []byte) { p.blockMember(key, &blk) })
+		bt := parseBlockType(blk.typ)
+		m.Blocks[bt]++
+		switch bt {
+		case BlockText:
+			if blk.hasText {
+				p.textBlock(blk.text, text)
+			}
+		case BlockToolUse:
+			toolUseIDs = append(toolUseIDs, unquote(blk.id))
+		case BlockToolResult:
+			m.ToolResults = append(m.ToolResults, ToolResult{
+				ToolUseID: unquote(blk.toolUseID),
+				IsError:   blk.isError,
+				Bytes:     blk.result.bytes,
+				AgentID:   blk.result.agentID,
+			})
+			text.results = append(text.results, blk.result.first)
+		}
+	})
+	return toolUseIDs
+}
+
+// contentBlock is what one content block of a request carries, as raw bytes; which of it
+// matters depends on its type, which may come after the other members.
+type contentBlock struct {
+	typ       []byte
+	text      []byte
+	hasText   bool
+	id        []byte
+	toolUseID []byte
+	isError   bool
+	result    resultContent
+}
+
+// resultContent summarises the content of a tool_result block.
+type resultContent struct {
+	bytes   int
+	first   []byte // raw first text
+	agentID string
+}
+
+func (p *bodyParser) blockMember(key []byte, blk *contentBlock) {
+	r := &p.r
+	switch string(key) {
+	case "type":
+		blk.typ, _ = r.str()
+	case "text":
+		blk.text, blk.hasText = r.str()
+	case "id":
+		blk.id, _ = r.str()
+	case "tool_use_id":
+		blk.toolUseID, _ = r.str()
+	case "is_error":
+		blk.isError = r.boolean()
+	case "content":
+		p.resultContent(&blk.result)
+	case "cache_control":
+		p.cacheControl()
+	default:
+		r.skip()
+	}
+}
+
+// resultContent reads a tool_result's content: a string, or a list of blocks of which text
+// blocks count their text bytes and the others their raw JSON bytes.
+func (p *bodyParser) resultContent(rc *resultContent) {
+	r := &p.r
+	addText := func(raw []byte) {
+		rc.bytes += unquotedLen(raw)
+		if rc.first == nil {
+			rc.first = raw
+		}
+		if rc.agentID == "" {
+			rc.agentID = findAgentID(raw)
+		}
+	}
+	if r.peek() == '"' {
+		raw, _ := r.str()
+		addText(raw)
+		return
+	}
+	r.array(func() {
+		start := r.i
+		var typ, text []byte
+		hasText := false
+		r.object(func(key []byte) {
+			switch string(key) {
+			case "type":
+				typ, _ = r.str()
+			case "text":
+				text, hasText = r.str()
+			case "cache_control":
+				p.cacheControl()
+			default:
+				r.skip()
+			}
+		})
+		if string(typ) == "text" && hasText {
+			addText(text)
+			return
+		}
+		rc.bytes += len(bytes.TrimSpace(r.b[start:r.i]))
+	})
+}
+
+// findAgentID returns the id after "agentId:" in a raw tool result text, or "".
+func findAgentID(raw []byte) string {
+	k := bytes.Index(raw, []byte(agentIDMarker))
+	if k < 0 {
+		return ""
+	}
+	rest := bytes.TrimLeft(raw[k+len(agentIDMarker):], " ")
+	n := 0
+	for n < len(rest) && n < 128 && isIDByte(rest[n]) {
+		n++
+	}
+	return string(rest[:n])
+}
+
+func isIDByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_'
+}
+
+// textBlock records a text block of a message: the first one that is not a system reminder is
+// the message's human text.
+func (p *bodyParser) textBlock(raw []byte, text *messageText) {
+	if text.human == nil && isHumanText(raw) {
+		text.human = raw
+	}
+	if !text.planMode && bytes.Contains(raw, []byte(planModeMarker)) {
+		text.planMode = true
+	}
+	if !text.compact && bytes.Contains(raw, []byte("/compact")) &&
+		strings.Contains(unquote(raw), compactCommand) {
+		text.compact = true
+	}
+}
+
+// isHumanText reports whether a raw text block holds human text: not blank, and not a
+// <system-reminder> once leading space is trimmed.
+func isHumanText(raw []byte) bool {
+	i := 0
+	for i < len(raw) {
+		c := raw[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			i++
+			continue
+		}
+		if c == '\\' && i+1 < len(raw) && (raw[i+1] == 'n' || raw[i+1] == 't' || raw[i+1] == 'r') {
+			i += 2
+			continue
+		}
+		break
+	}
+	if i == len(raw) {
+		return false
+	}
+	head := unquotePrefix(raw[i:], len(systemReminderTag)+utf8.UTFMax)
+	return !strings.HasPrefix(strings.TrimLeft(head, " \t\r\n"), systemReminderTag)
+}
+
+// finish decodes the texts that are kept, now that the first and last messages are known.
+func (p *bodyParser) finish() {
+	msgs := p.out.Messages
+	firstUser, lastUser, last := -1, -1, -1
+	for i, m := range msgs {
+		switch m.Role {
+		case RoleUser:
+			if firstUser < 0 {
+				firstUser = i
+			}
+			lastUser = i
+			last = i
+		case RoleAssistant:
+			last = i
+		}
+		if p.msgs[i].compact && m.Role == RoleUser {
+			p.out.CompactCommand = true
+		}
+	}
+	if firstUser >= 0 {
+		if raw := p.msgs[firstUser].human; raw != nil {
+			full := unquote(raw)
+			p.out.FirstHumanTextHash = HashText(full)
+			p.out.FirstHumanText = truncate(full, HumanTextLimit)
+			msgs[firstUser].Text = p.out.FirstHumanText
+		}
+	}
+	if lastUser >= 0 {
+		p.out.PlanMode = p.msgs[lastUser].planMode
+	}
+	if last >= 0 {
+		if raw := p.msgs[last].human; raw != nil && msgs[last].Text == "" {
+			msgs[last].Text = unquotePrefix(raw, HumanTextLimit)
+		}
+		results := msgs[last].ToolResults
+		for i, raw := range p.msgs[last].results {
+			if raw != nil && i < len(results) {
+				results[i].Preview = unquotePrefix(raw, PreviewLimit)
+			}
+		}
+	}
+}
+
+// metadataSessionID finds the session id in metadata.user_id: a JSON object string
+// {"device_id":…,"account_uuid":…,"session_id":…} in current Claude Code, or
+// user_<hash>_account_<uuid>_session_<uuid> in older versions.
+func metadataSessionID(userID string) string {
+	if strings.HasPrefix(strings.TrimSpace(userID), "{") {
+		r := jsonReader{b: []byte(userID)}
+		var id string
+		r.object(func(key []byte) {
+			if string(key) == "session_id" {
+				id = r.text()
+				return
+			}
+			r.skip()
+		})
+		if r.end() != nil {
+			return ""
+		}
+		return id
+	}
+	const marker = "_session_"
+	if k := strings.LastIndex(userID, marker); k >= 0 && strings.HasPrefix(userID, "user_") {
+		return userID[k+len(marker):]
+	}
+	return ""
+}

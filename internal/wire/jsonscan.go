@@ -1,0 +1,498 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// jsonReader walks one JSON document in place without building values: strings are returned as
+// their raw (still escaped) bytes and only decoded when a caller needs the text. Request bodies
+// are mostly long content strings the tracker never reads, so skipping them at memory speed is
+// what makes decoding a 1 MB body cheap. Every value it passes over is validated, so a body that
+// is not JSON is reported as such.
+//
+// After the first error every method is a no-op returning zero values; check err at the end.
+type jsonReader struct {
+	b     []byte
+	i     int
+	depth int
+	err   error
+}
+
+// maxJSONDepth bounds nesting, as encoding/json does, so hostile input cannot exhaust the stack.
+const maxJSONDepth = 10000
+
+// errJSONDepth is reported when a document nests deeper than maxJSONDepth.
+var errJSONDepth = errors.New("exceeded max depth")
+
+func (r *jsonReader) fail(what string) {
+	if r.err != nil {
+		return
+	}
+	if r.i >= len(r.b) {
+		r.err = fmt.Errorf("unexpected end of JSON input (%s)", what)
+		return
+	}
+	r.err = fmt.Errorf("invalid character %q at offset %d (%s)", r.b[r.i], r.i, what)
+}
+
+func (r *jsonReader) ws() {
+	for r.i < len(r.b) {
+		switch r.b[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte without consuming it, or 0 at the end or after an error.
+func (r *jsonReader) peek() byte {
+	if r.err != nil {
+		return 0
+	}
+	r.ws()
+	if r.i >= len(r.b) {
+		return 0
+	}
+	return r.b[r.i]
+}
+
+// end checks that nothing but white space follows the document.
+func (r *jsonReader) end() error {
+	if r.err != nil {
+		return r.err
+	}
+	r.ws()
+	if r.i != len(r.b) {
+		r.fail("after top-level value")
+	}
+	return r.err
+}
+
+// object iterates over an object's members, calling fn with each raw key; fn must consume the
+// member's value exactly once (read it or skip it). A value that is not an object is skipped and
+// object returns false.
+func (r *jsonReader) object(fn func(key []byte)) bool {
+	if r.peek() != '{' {
+		r.skip()
+		return false
+	}
+	if r.depth++; r.depth > maxJSONDepth {
+		r.err = errJSONDepth
+		return false
+	}
+	r.i++
+	if r.peek() == '}' {
+		r.i++
+		r.depth--
+		return true
+	}
+	for r.err == nil {
+		if r.peek() != '"' {
+			r.fail("looking for object key")
+			return false
+		}
+		key := r.rawString()
+		if r.peek() != ':' {
+			r.fail("after object key")
+			return false
+		}
+		r.i++
+		fn(key)
+		switch r.peek() {
+		case ',':
+			r.i++
+		case '}':
+			r.i++
+			r.depth--
+			return true
+		default:
+			r.fail("after object value")
+		}
+	}
+	return false
+}
+
+// array iterates over an array's elements; fn must consume each element exactly once. A value
+// that is not an array is skipped and array returns false.
+func (r *jsonReader) array(fn func()) bool {
+	if r.peek() != '[' {
+		r.skip()
+		return false
+	}
+	if r.depth++; r.depth > maxJSONDepth {
+		r.err = errJSONDepth
+		return false
+	}
+	r.i++
+	if r.peek() == ']' {
+		r.i++
+		r.depth--
+		return true
+	}
+	for r.err == nil {
+		fn()
+		switch r.peek() {
+		case ',':
+			r.i++
+		case ']':
+			r.i++
+			r.depth--
+			return true
+		default:
+			r.fail("after array element")
+		}
+	}
+	return false
+}
+
+// str reads a string value and returns its raw bytes between the quotes (still escaped). Any
+// other value is skipped and str returns nil, false.
+func (r *jsonReader) str() ([]byte, bool) {
+	if r.peek() != '"' {
+		r.skip()
+		return nil, false
+	}
+	s := r.rawString()
+	return s, r.err == nil
+}
+
+// text reads a string value and decodes it; any other value gives "".
+func (r *jsonReader) text() string {
+	raw, ok := r.str()
+	if !ok {
+		return ""
+	}
+	return unquote(raw)
+}
+
+// boolean reads true or false; any other value is skipped and gives false.
+func (r *jsonReader) boolean() bool {
+	switch r.peek() {
+	case 't':
+		r.literal("true")
+		return r.err == nil
+	default:
+		r.skip()
+		return false
+	}
+}
+
+// integer reads a number and returns it when it is an integer that fits an int; anything else
+// is skipped and gives 0.
+func (r *jsonReader) integer() int {
+	c := r.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		r.skip()
+		return 0
+	}
+	start := r.i
+	r.number()
+	n, err := strconv.Atoi(string(r.b[start:r.i]))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// value skips any value and returns its raw bytes.
+func (r *jsonReader) value() []byte {
+	r.peek()
+	start := r.i
+	r.skip()
+	if r.err != nil {
+		return nil
+	}
+	return r.b[start:r.i]
+}
+
+// isNull reports whether the next value is null, without consuming it.
+func (r *jsonReader) isNull() bool { return r.peek() == 'n' }
+
+// skip passes over any value, validating it.
+func (r *jsonReader) skip() {
+	switch r.peek() {
+	case '"':
+		r.rawString()
+	case '{':
+		r.object(func([]byte) { r.skip() })
+	case '[':
+		r.array(r.skip)
+	case 't':
+		r.literal("true")
+	case 'f':
+		r.literal("false")
+	case 'n':
+		r.literal("null")
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		r.number()
+	default:
+		r.fail("looking for beginning of value")
+	}
+}
+
+func (r *jsonReader) literal(lit string) {
+	if len(r.b)-r.i < len(lit) || string(r.b[r.i:r.i+len(lit)]) != lit {
+		r.fail("in literal " + lit)
+		return
+	}
+	r.i += len(lit)
+}
+
+func (r *jsonReader) number() {
+	b, i := r.b, r.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		r.i = i
+		r.fail("in number")
+		return
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			r.i = i
+			r.fail("after decimal point in number")
+			return
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			r.i = i
+			r.fail("in exponent of number")
+			return
+		}
+	}
+	r.i = i
+}
+
+// strPlain marks the bytes that need no attention inside a string: everything but the quote,
+// the backslash and control characters.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// rawString consumes a string starting at its opening quote and returns the bytes between the
+// quotes.
+func (r *jsonReader) rawString() []byte {
+	b := r.b
+	i := r.i + 1
+	start := i
+	for {
+		// The plain run is scanned eight bytes at a time when possible; the table lookup per byte
+		// is what bounds throughput on long content strings.
+		for i+8 <= len(b) && strPlain[b[i]] && strPlain[b[i+1]] && strPlain[b[i+2]] &&
+			strPlain[b[i+3]] && strPlain[b[i+4]] && strPlain[b[i+5]] && strPlain[b[i+6]] &&
+			strPlain[b[i+7]] {
+			i += 8
+		}
+		for i < len(b) && strPlain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			r.i = i
+			r.fail("in string literal")
+			return nil
+		}
+		switch c := b[i]; {
+		case c == '"':
+			r.i = i + 1
+			return b[start:i]
+		case c == '\\':
+			if i+1 >= len(b) {
+				r.i = i + 1
+				r.fail("in string escape code")
+				return nil
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+					r.i = i + 2
+					r.fail("in \\u hexadecimal character escape")
+					return nil
+				}
+				i += 6
+			default:
+				r.i = i + 1
+				r.fail("in string escape code")
+				return nil
+			}
+		default:
+			r.i = i
+			r.fail("in string literal")
+			return nil
+		}
+	}
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b[:4] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// unquote decodes the raw bytes of a validated JSON string, the way encoding/json does (invalid
+// UTF-8 and lone surrogates become U+FFFD).
+func unquote(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw)
+	}
+	return string(appendUnquoted(make([]byte, 0, len(raw)), raw, math.MaxInt))
+}
+
+// unquotePrefix decodes the start of a raw JSON string, at most limit bytes of text, cut at a
+// rune boundary. Only the start of raw is read, however long the string is.
+func unquotePrefix(raw []byte, limit int) string {
+	out := appendUnquoted(make([]byte, 0, min(len(raw), limit)+utf8.UTFMax), raw, limit)
+	return truncate(string(out), limit)
+}
+
+// appendUnquoted decodes raw onto dst and stops once it appended at least limit bytes.
+func appendUnquoted(dst, raw []byte, limit int) []byte {
+	base := len(dst)
+	for i := 0; i < len(raw) && len(dst)-base < limit; {
+		c := raw[i]
+		switch {
+		case c == '\\' && i+1 < len(raw):
+			i += 2
+			switch raw[i-1] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				if i+4 > len(raw) {
+					return dst
+				}
+				ru := hex4(raw[i:])
+				i += 4
+				if utf16.IsSurrogate(ru) {
+					ru2 := utf8.RuneError
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' && isHex4(raw[i+2:]) {
+						ru2 = hex4(raw[i+2:])
+					}
+					if dec := utf16.DecodeRune(ru, ru2); dec != utf8.RuneError {
+						i += 6
+						ru = dec
+					} else {
+						ru = utf8.RuneError
+					}
+				}
+				dst = utf8.AppendRune(dst, ru)
+			default:
+				dst = append(dst, raw[i-1])
+			}
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
+			ru, size := utf8.DecodeRune(raw[i:])
+			if ru == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+// unquotedLen returns the decoded length of a raw JSON string without decoding it. Invalid UTF-8
+// is counted as its raw bytes.
+func unquotedLen(raw []byte) int {
+	n := len(raw)
+	for {
+		k := bytes.IndexByte(raw, '\\')
+		if k < 0 || k+1 >= len(raw) {
+			return n
+		}
+		if raw[k+1] != 'u' || k+6 > len(raw) {
+			n-- // two escape bytes become one
+			raw = raw[k+2:]
+			continue
+		}
+		ru := hex4(raw[k+2:])
+		consumed := 6
+		if utf16.IsSurrogate(ru) && k+12 <= len(raw) && raw[k+6] == '\\' && raw[k+7] == 'u' &&
+			isHex4(raw[k+8:]) {
+			if dec := utf16.DecodeRune(ru, hex4(raw[k+8:])); dec != utf8.RuneError {
+				ru = dec
+				consumed = 12
+			}
+		}
+		if utf16.IsSurrogate(ru) {
+			ru = utf8.RuneError
+		}
+		n -= consumed - utf8.RuneLen(ru)
+		raw = raw[k+consumed:]
+	}
+}
+
+// truncate cuts s to at most n bytes without splitting a rune.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
