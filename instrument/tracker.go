@@ -19,6 +19,7 @@ import (
 const (
 	compactionPrompt   = "CRITICAL: Respond with TEXT ONLY"
 	continuationPrefix = "This session is being continued from a previous conversation"
+	interruptMarker    = "[Request interrupted by user"
 	mainAgentName      = "claude-code"
 	defaultSubagent    = "general-purpose"
 )
@@ -236,7 +237,10 @@ func (t *Tracker) startChild(ex *exchange, parent *Span, tr *turn) {
 func (t *Tracker) startCompaction(ex *exchange) {
 	sess := ex.sess
 	ex.chain = &sess.main
+	body := ex.span.Chat.Request.Body
+	t.closeTools(sess, body, ex.span.Start)
 	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
+	ex.chain.messages = len(body.Messages)
 	if tr := sess.turn; tr != nil && !tr.compactionOnly {
 		t.startChild(ex, tr.span, tr)
 		return
@@ -261,7 +265,7 @@ func (t *Tracker) startConversational(ex *exchange) {
 	}
 	ex.chain = ch
 	last := lastConversational(body)
-	t.closeTools(sess, last, req.Time)
+	interrupted := t.closeTools(sess, body, req.Time)
 
 	retry := ch.seen && body.HistoryHash == ch.lastHash && (ch.failed || req.Headers.RetryCount > 0)
 	if retry {
@@ -289,7 +293,7 @@ func (t *Tracker) startConversational(ex *exchange) {
 		case retry && tr != nil:
 		case compaction != nil && compaction.midTurn && tr != nil:
 			// An automatic compaction: the turn goes on with the summarised history.
-		case tr != nil && !tr.compactionOnly && !startsTurn(last, sess):
+		case tr != nil && !tr.compactionOnly && !interrupted && !startsTurn(last, sess):
 		default:
 			tr = t.startTurn(sess, req.Time, ex)
 		}
@@ -490,11 +494,13 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 	sess.orphans = nil
 	for _, o := range orphans {
 		o.orphan = false
-		t.startChild(o, tr.span, tr)
+		o.turn = tr
+		o.span.TraceID, o.span.Parent, o.span.ID = tr.span.TraceID, tr.span.ID, t.spanID()
+		o.span.TurnIndex = tr.span.TurnIndex
 		if o.done {
 			t.addTotals(o, o.span.Chat.Response)
-			t.sink.SpanEnded(o.span)
 		}
+		t.emitLate(o)
 	}
 	return tr
 }
@@ -643,24 +649,36 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 	}
 }
 
-// closeTools ends the tool spans whose results the last message carries. Results for ids the
-// tracker is not waiting on (resent history, unknown ids) are ignored.
-func (t *Tracker) closeTools(sess *session, last *wire.Message, now time.Time) {
-	if last == nil || last.Role != wire.RoleUser {
-		return
+// closeTools ends the tool spans whose results the request's trailing user messages (those after
+// the last assistant message) carry. Results for ids the tracker is not waiting on (resent
+// history, unknown ids) are ignored. It reports whether those messages say the user interrupted
+// the turn.
+func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (interrupted bool) {
+	from := len(body.Messages)
+	for from > 0 && body.Messages[from-1].Role != wire.RoleAssistant {
+		from--
 	}
-	for i := range last.ToolResults {
-		r := &last.ToolResults[i]
-		tool := sess.tools[r.ToolUseID]
-		if tool == nil {
+	for _, m := range body.Messages[from:] {
+		if m.Role != wire.RoleUser {
 			continue
 		}
-		outcome := "success"
-		if r.IsError {
-			outcome = "error"
+		if strings.Contains(m.Text, interruptMarker) {
+			interrupted = true
 		}
-		t.endTool(sess, r.ToolUseID, tool, now, outcome, r)
+		for i := range m.ToolResults {
+			r := &m.ToolResults[i]
+			tool := sess.tools[r.ToolUseID]
+			if tool == nil {
+				continue
+			}
+			outcome := "success"
+			if r.IsError {
+				outcome = "error"
+			}
+			t.endTool(sess, r.ToolUseID, tool, now, outcome, r)
+		}
 	}
+	return interrupted
 }
 
 func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Time, outcome string, r *wire.ToolResult) {
@@ -759,15 +777,24 @@ func (t *Tracker) flushOrphans(sess *session, now time.Time, force bool) {
 		}
 		o.orphan = false
 		o.span.TraceID, o.span.ID = t.traceID(), t.spanID()
-		t.sink.SpanStarted(o.span)
-		if o.done {
-			t.sink.SpanEnded(o.span)
-		}
+		t.emitLate(o)
 	}
 	for i := len(kept); i < len(sess.orphans); i++ {
 		sess.orphans[i] = nil
 	}
 	sess.orphans = kept
+}
+
+// emitLate starts the span of a side request that waited for a turn, and ends it too when its
+// response has already ended.
+func (t *Tracker) emitLate(o *exchange) {
+	end := o.span.End
+	o.span.End = time.Time{}
+	t.sink.SpanStarted(o.span)
+	if o.done {
+		o.span.End = end
+		t.sink.SpanEnded(o.span)
+	}
 }
 
 // evict ends everything open in sess and forgets it.
