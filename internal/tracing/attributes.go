@@ -1,0 +1,335 @@
+package tracing
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Attribute keys. gen_ai.*, http.*, server.*, error.type and user_agent.* follow the OpenTelemetry
+// semantic conventions v1.41 (the semconv/v1.41.0 package of go.opentelemetry.io/otel v1.47.0).
+// gen_ai.conversation.compacted is not in v1.41; it is spelled as the GenAI registry of
+// open-telemetry/semantic-conventions-genai (semconv 1.44+) names it, set only when true.
+// cctrace.* keys are this project's own.
+const (
+	keyConversationCompacted = attribute.Key("gen_ai.conversation.compacted")
+
+	// Turn roots.
+	keyTurnIndex      = attribute.Key("cctrace.turn.index")
+	keyTurnRequests   = attribute.Key("cctrace.turn.requests")
+	keyTurnRetries    = attribute.Key("cctrace.turn.retries")
+	keyTurnToolCalls  = attribute.Key("cctrace.turn.tool_calls")
+	keyTurnToolErrors = attribute.Key("cctrace.turn.tool_errors")
+	keyTurnSubagents  = attribute.Key("cctrace.turn.subagents")
+	keyTurnOutcome    = attribute.Key("cctrace.turn.outcome")
+	keyTurnStopReason = attribute.Key("cctrace.turn.stop_reason")
+	keyTurnModels     = attribute.Key("cctrace.turn.models")
+	keyTurnPrompt     = attribute.Key("cctrace.turn.prompt")
+	keyTurnPlanMode   = attribute.Key("cctrace.turn.plan_mode")
+
+	// Compactions (turn roots of a manual /compact, and the chat span that recognised one).
+	keyCompactionTrigger        = attribute.Key("cctrace.compaction.trigger")
+	keyCompactionMessagesBefore = attribute.Key("cctrace.compaction.messages_before")
+	keyCompactionMessagesAfter  = attribute.Key("cctrace.compaction.messages_after")
+	keyCompactionContextBefore  = attribute.Key("cctrace.compaction.context_before")
+
+	// Chat spans: the request.
+	keyRequestKind             = attribute.Key("cctrace.request.kind")
+	keyRequestEndpoint         = attribute.Key("cctrace.request.endpoint")
+	keyRequestMessages         = attribute.Key("cctrace.request.messages")
+	keyRequestSystemBlocks     = attribute.Key("cctrace.request.system.blocks")
+	keyRequestSystemBytes      = attribute.Key("cctrace.request.system.bytes")
+	keyRequestTools            = attribute.Key("cctrace.request.tools")
+	keyRequestToolsDeferred    = attribute.Key("cctrace.request.tools.deferred")
+	keyRequestCacheBreakpoints = attribute.Key("cctrace.request.cache_breakpoints")
+	keyRequestThinking         = attribute.Key("cctrace.request.thinking")
+	keyRequestEffort           = attribute.Key("cctrace.request.effort")
+	keyRequestOutputFormat     = attribute.Key("cctrace.request.output_format")
+	keyRequestBetas            = attribute.Key("cctrace.request.betas")
+	keyRequestPlanMode         = attribute.Key("cctrace.request.plan_mode")
+	keyRequestBodyBytes        = attribute.Key("cctrace.request.body_bytes")
+	keyRequestParseError       = attribute.Key("cctrace.request.parse_error")
+	keyRequestPrompt           = attribute.Key("cctrace.request.prompt")
+	keyRequestNewBlocksPrefix  = "cctrace.request.new_blocks."
+	keyClientRequestID         = attribute.Key("cctrace.client.request_id")
+	keyRetryAttempt            = attribute.Key("cctrace.retry.attempt")
+	keyUsageCacheCreation5m    = attribute.Key("cctrace.usage.cache_creation.ephemeral_5m.input_tokens")
+	keyUsageCacheCreation1h    = attribute.Key("cctrace.usage.cache_creation.ephemeral_1h.input_tokens")
+	keyCountTokensInputTokens  = attribute.Key("cctrace.count_tokens.input_tokens")
+	keyUpstreamRequestID       = attribute.Key("cctrace.upstream.request_id")
+	keyResponseBodyBytes       = attribute.Key("cctrace.response.body_bytes")
+	keyResponseParseError      = attribute.Key("cctrace.response.parse_error")
+	keyResponseToolUses        = attribute.Key("cctrace.response.tool_uses")
+	keyResponseIncomplete      = attribute.Key("cctrace.response.incomplete")
+	keyResponseCanceled        = attribute.Key("cctrace.response.canceled")
+	keyResponseTransportError  = attribute.Key("cctrace.response.transport_error")
+
+	// Tool spans.
+	keyToolInputBytes  = attribute.Key("cctrace.tool.input_bytes")
+	keyToolResultBytes = attribute.Key("cctrace.tool.result_bytes")
+	keyToolOutcome     = attribute.Key("cctrace.tool.outcome")
+
+	// Agent tool calls and subagent spans.
+	keyAgentSubagentType = attribute.Key("cctrace.agent.subagent_type")
+	keyAgentDescription  = attribute.Key("cctrace.agent.description")
+	keyAgentBackground   = attribute.Key("cctrace.agent.background")
+	keySubagentRequests  = attribute.Key("cctrace.subagent.requests")
+	keySubagentToolCalls = attribute.Key("cctrace.subagent.tool_calls")
+)
+
+// Attribute values.
+var (
+	operationChat        = semconv.GenAIOperationNameChat
+	operationInvokeAgent = semconv.GenAIOperationNameInvokeAgent
+	operationExecuteTool = semconv.GenAIOperationNameExecuteTool
+	providerAnthropic    = semconv.GenAIProviderNameAnthropic
+	toolTypeFunction     = semconv.GenAIToolTypeKey.String("function")
+)
+
+// errorTypeOther is error.type when the tracker gave no type (the semconv fallback value).
+const errorTypeOther = "_OTHER"
+
+// attrs accumulates attributes, leaving out zero values where "absent" is the truthful answer.
+type attrs []attribute.KeyValue
+
+func (a *attrs) add(kv ...attribute.KeyValue) { *a = append(*a, kv...) }
+
+func (a *attrs) str(k attribute.Key, v string) {
+	if v != "" {
+		*a = append(*a, k.String(v))
+	}
+}
+
+// positive adds v when it is above zero.
+func (a *attrs) positive(k attribute.Key, v int) {
+	if v > 0 {
+		*a = append(*a, k.Int(v))
+	}
+}
+
+func (a *attrs) flag(k attribute.Key, v bool) {
+	if v {
+		*a = append(*a, k.Bool(true))
+	}
+}
+
+// attributeSet builds span attributes from the tracker's output. It is called at start with
+// what is known then, and again at the end with everything.
+type attributeSet struct {
+	capture       bool
+	serverAddress string
+	serverPort    int
+}
+
+// spanAttributes returns the attributes of s for its kind.
+func (b attributeSet) spanAttributes(s *instrument.Span) []attribute.KeyValue {
+	var a attrs
+	a.str(semconv.GenAIConversationIDKey, s.SessionID)
+	switch s.Kind {
+	case instrument.KindTurn:
+		b.turn(&a, s)
+	case instrument.KindChat:
+		b.chat(&a, s)
+	case instrument.KindTool:
+		b.tool(&a, s)
+	case instrument.KindSubagent:
+		b.subagent(&a, s)
+	}
+	if s.Status == instrument.StatusError {
+		errType := s.ErrorType
+		if errType == "" {
+			errType = errorTypeOther
+		}
+		a.add(semconv.ErrorTypeKey.String(errType))
+	}
+	return a
+}
+
+func (b attributeSet) turn(a *attrs, s *instrument.Span) {
+	a.add(operationInvokeAgent, providerAnthropic)
+	a.str(semconv.GenAIAgentNameKey, s.Agent)
+	index := s.TurnIndex
+	if t := s.Turn; t != nil && index == 0 {
+		index = t.Index
+	}
+	a.positive(keyTurnIndex, index)
+	t := s.Turn
+	if t == nil {
+		return
+	}
+	usage(a, t.Usage)
+	a.add(
+		keyTurnRequests.Int(t.Requests),
+		keyTurnRetries.Int(t.Retries),
+		keyTurnToolCalls.Int(t.ToolCalls),
+		keyTurnToolErrors.Int(t.ToolErrors),
+		keyTurnSubagents.Int(t.Subagents),
+	)
+	a.str(keyTurnOutcome, t.Outcome)
+	a.str(keyTurnStopReason, t.StopReason)
+	if len(t.Models) > 0 {
+		a.add(keyTurnModels.StringSlice(t.Models))
+	}
+	a.str(keyCompactionTrigger, t.Compaction)
+	a.flag(keyTurnPlanMode, !t.PlanModeEntered.IsZero())
+	if b.capture {
+		a.str(keyTurnPrompt, t.Prompt)
+	}
+}
+
+func (b attributeSet) chat(a *attrs, s *instrument.Span) {
+	a.add(operationChat, providerAnthropic)
+	a.str(semconv.ServerAddressKey, b.serverAddress)
+	a.positive(semconv.ServerPortKey, b.serverPort)
+	c := s.Chat
+	if c == nil {
+		return
+	}
+	a.str(keyRequestKind, string(c.Kind))
+	a.add(keyRetryAttempt.Int(c.Attempt))
+	a.flag(keyConversationCompacted, c.Compacted)
+	if cp := c.Compaction; cp != nil {
+		a.str(keyCompactionTrigger, cp.Trigger)
+		a.add(
+			keyCompactionMessagesBefore.Int(cp.MessagesBefore),
+			keyCompactionMessagesAfter.Int(cp.MessagesAfter),
+		)
+		a.positive(keyCompactionContextBefore, cp.ContextBefore)
+	}
+	a.flag(keyRequestPlanMode, c.PlanMode)
+	for k, n := range c.NewBlocks {
+		if n > 0 {
+			a.add(attribute.Int(keyRequestNewBlocksPrefix+string(k.Role)+"."+string(k.Type), n))
+		}
+	}
+	if b.capture {
+		a.str(keyRequestPrompt, c.Prompt)
+	}
+	request(a, &c.Request)
+	if c.Response != nil {
+		response(a, &c.Request, c.Response)
+	}
+}
+
+// request adds what the proxy and the body decoder saw of the request. Only the headers that
+// wire.Headers holds are used; it never holds credentials.
+func request(a *attrs, r *wire.Request) {
+	a.add(keyRequestEndpoint.String(r.Endpoint.String()))
+	a.add(keyRequestBodyBytes.Int64(r.BodySize))
+	a.str(keyRequestParseError, r.ParseError)
+	a.str(keyClientRequestID, r.Headers.ClientRequestID)
+	a.str(semconv.UserAgentOriginalKey, r.Headers.UserAgent)
+	if len(r.Headers.Beta) > 0 {
+		a.add(keyRequestBetas.StringSlice(r.Headers.Beta))
+	}
+	body := r.Body
+	if body == nil {
+		return
+	}
+	a.str(semconv.GenAIRequestModelKey, body.Model)
+	a.positive(semconv.GenAIRequestMaxTokensKey, body.MaxTokens)
+	a.add(semconv.GenAIRequestStreamKey.Bool(body.Stream))
+	a.add(
+		keyRequestMessages.Int(len(body.Messages)),
+		keyRequestSystemBlocks.Int(body.System.Blocks),
+		keyRequestSystemBytes.Int(body.System.Bytes),
+		keyRequestCacheBreakpoints.Int(body.CacheBreakpoints),
+	)
+	if body.Tools.Present {
+		a.add(
+			keyRequestTools.Int(body.Tools.Count),
+			keyRequestToolsDeferred.Int(body.Tools.Deferred),
+		)
+	}
+	a.str(keyRequestThinking, body.Thinking)
+	a.str(keyRequestEffort, body.Effort)
+	a.str(keyRequestOutputFormat, body.OutputFormat)
+}
+
+// response adds what the upstream answered to req.
+func response(a *attrs, req *wire.Request, r *wire.Response) {
+	a.positive(semconv.HTTPResponseStatusCodeKey, r.Status)
+	a.str(keyUpstreamRequestID, r.RequestID)
+	a.add(keyResponseBodyBytes.Int64(r.BodySize))
+	a.str(keyResponseParseError, r.ParseError)
+	a.flag(keyResponseIncomplete, r.Incomplete)
+	a.flag(keyResponseCanceled, r.Canceled)
+	a.str(keyResponseTransportError, r.Err)
+	if !r.FirstChunk.IsZero() && !req.Time.IsZero() {
+		a.add(semconv.GenAIResponseTimeToFirstChunkKey.Float64(r.FirstChunk.Sub(req.Time).Seconds()))
+	}
+	if req.Endpoint == wire.EndpointCountTokens {
+		a.positive(keyCountTokensInputTokens, r.InputTokens)
+	}
+	m := r.Message
+	if m == nil {
+		return
+	}
+	a.str(semconv.GenAIResponseIDKey, m.ID)
+	a.str(semconv.GenAIResponseModelKey, m.Model)
+	if m.StopReason != "" {
+		a.add(semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{m.StopReason}))
+	}
+	usage(a, m.Usage)
+	a.add(keyResponseToolUses.Int(len(m.ToolUses)))
+}
+
+// usage adds token usage. gen_ai.usage.input_tokens counts every input token, cached ones
+// included, as the conventions ask; Anthropic's own input_tokens excludes them.
+func usage(a *attrs, u wire.Usage) {
+	a.add(
+		semconv.GenAIUsageInputTokensKey.Int(u.TotalInput()),
+		semconv.GenAIUsageOutputTokensKey.Int(u.OutputTokens),
+		semconv.GenAIUsageCacheReadInputTokensKey.Int(u.CacheReadInputTokens),
+		semconv.GenAIUsageCacheCreationInputTokensKey.Int(u.CacheCreationInputTokens),
+	)
+	a.positive(keyUsageCacheCreation5m, u.CacheCreation5m)
+	a.positive(keyUsageCacheCreation1h, u.CacheCreation1h)
+}
+
+func (b attributeSet) tool(a *attrs, s *instrument.Span) {
+	a.add(operationExecuteTool, toolTypeFunction)
+	t := s.Tool
+	if t == nil {
+		return
+	}
+	a.str(semconv.GenAIToolNameKey, t.Name)
+	a.str(semconv.GenAIToolCallIDKey, t.CallID)
+	a.str(keyToolOutcome, t.Outcome)
+	a.positive(keyToolInputBytes, t.InputBytes)
+	a.positive(keyToolResultBytes, t.ResultBytes)
+	if b.capture {
+		a.str(semconv.GenAIToolCallArgumentsKey, t.Input)
+		a.str(semconv.GenAIToolCallResultKey, t.Result)
+	}
+	if ag := t.Agent; ag != nil {
+		a.str(keyAgentSubagentType, ag.SubagentType)
+		a.add(keyAgentBackground.Bool(ag.RunInBackground))
+		if b.capture {
+			a.str(keyAgentDescription, ag.Description)
+		}
+	}
+}
+
+func (b attributeSet) subagent(a *attrs, s *instrument.Span) {
+	a.add(operationInvokeAgent, providerAnthropic)
+	sa := s.Subagent
+	if sa == nil {
+		a.str(semconv.GenAIAgentNameKey, s.Agent)
+		return
+	}
+	name := sa.Type
+	if name == "" {
+		name = s.Agent
+	}
+	a.str(semconv.GenAIAgentNameKey, name)
+	a.str(semconv.GenAIAgentIDKey, sa.AgentID)
+	a.add(
+		keyAgentBackground.Bool(sa.Background),
+		keySubagentRequests.Int(sa.Requests),
+		keySubagentToolCalls.Int(sa.ToolCalls),
+	)
+	usage(a, sa.Usage)
+}

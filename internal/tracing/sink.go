@@ -1,0 +1,286 @@
+// Package tracing is the OpenTelemetry sink: it turns the tracker's spans into OpenTelemetry SDK
+// spans that keep the tracker's own trace and span ids, with GenAI semantic-convention
+// attributes, and exports them over OTLP gRPC as the standard OTEL_* environment says.
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cctrace/cctrace/instrument"
+)
+
+// instrumentationName names the tracer (the instrumentation scope) of every span.
+const instrumentationName = "github.com/cctrace/cctrace/internal/tracing"
+
+// serviceName is service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
+const serviceName = "cctrace"
+
+// Sink is an instrument.Sink that records the tracker's spans with the OpenTelemetry SDK.
+// Build it with New; the zero value is not usable. Its methods are safe for concurrent use.
+type Sink struct {
+	provider  *sdktrace.TracerProvider
+	tracer    trace.Tracer
+	attrs     attributeSet
+	logger    *slog.Logger
+	exporting bool
+	errors    *exportErrorHandler // nil when not exporting
+
+	mu   sync.Mutex
+	open map[spanKey]trace.Span // spans started and not yet ended
+}
+
+// spanKey identifies an open span. Span ids are only unique within a trace.
+type spanKey struct {
+	trace instrument.TraceID
+	span  instrument.SpanID
+}
+
+var _ instrument.Sink = (*Sink)(nil)
+
+// New builds a Sink with its own TracerProvider. Without WithExporterFromEnv or
+// WithSpanProcessor it records spans and drops them.
+//
+// With an exporter, New installs a global OpenTelemetry error handler (otel.SetErrorHandler)
+// that logs through the sink's logger without flooding: an unreachable collector is one warning,
+// then a summary at most every minute.
+func New(opts ...Option) (*Sink, error) {
+	cfg := config{logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+
+	res := cfg.resource
+	if res == nil {
+		var err error
+		res, err = defaultResource(cfg.serviceVersion)
+		if err != nil {
+			// A malformed OTEL_RESOURCE_ATTRIBUTES still leaves a usable resource.
+			cfg.logger.Warn("tracing: resource from environment is incomplete", "err", err)
+		}
+	}
+
+	tpOpts := []sdktrace.TracerProviderOption{
+		sdktrace.WithResource(res),
+		sdktrace.WithIDGenerator(trackerIDGenerator{}),
+		// The tracker has already decided what a trace is; sampling some of its spans away
+		// would leave /api/turns pointing at traces that do not exist.
+		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+	}
+	for _, sp := range cfg.processors {
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(sp))
+	}
+
+	s := &Sink{
+		attrs: attributeSet{
+			capture:       cfg.capture,
+			serverAddress: cfg.serverAddress,
+			serverPort:    cfg.serverPort,
+		},
+		logger: cfg.logger,
+		open:   make(map[spanKey]trace.Span),
+	}
+
+	if cfg.exporterFromEnv {
+		exp, err := exporterFromEnv(cfg.exporterCtx, cfg.logger)
+		if err != nil {
+			return nil, err
+		}
+		if exp != nil {
+			s.exporting = true
+			s.errors = newExportErrorHandler(cfg.logger, time.Now)
+			otel.SetErrorHandler(s.errors)
+			// The batcher drops spans when its queue is full rather than blocking the tracker.
+			tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+		}
+	}
+
+	s.provider = sdktrace.NewTracerProvider(tpOpts...)
+	s.tracer = s.provider.Tracer(instrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
+	return s, nil
+}
+
+// defaultResource is resource.Default() with service.name "cctrace" and service.version, the
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES environment variables taking precedence.
+func defaultResource(version string) (*resource.Resource, error) {
+	if version == "" {
+		version = buildVersion()
+	}
+	// Detectors merge in order, later ones winning: the environment comes last. The own
+	// attributes are schemaless so that they merge with the SDK's, whatever its schema version.
+	return resource.New(context.Background(),
+		resource.WithTelemetrySDK(),
+		resource.WithDetectors(resource.StringDetector("", semconv.ServiceNameKey,
+			func() (string, error) { return serviceName, nil })),
+		resource.WithDetectors(resource.StringDetector("", semconv.ServiceVersionKey,
+			func() (string, error) { return version, nil })),
+		resource.WithFromEnv(),
+	)
+}
+
+// buildVersion is the main module's version as the go command recorded it.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+// exporterFromEnv returns an OTLP gRPC exporter configured by the OTEL_* environment, or nil
+// when the environment names no endpoint or disables trace export.
+func exporterFromEnv(ctx context.Context, logger *slog.Logger) (sdktrace.SpanExporter, error) {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")), "none") {
+		return nil, nil
+	}
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+		if p := os.Getenv(name); p != "" && p != "grpc" {
+			// The gRPC exporter ignores the protocol; say so, since an http/protobuf endpoint
+			// (usually port 4318) will not answer gRPC.
+			logger.Warn("tracing: only OTLP over gRPC is supported; protocol setting ignored", "env", name, "value", p)
+		}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	exp, err := otlptracegrpc.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("creating OTLP gRPC trace exporter: %w", err)
+	}
+	return exp, nil
+}
+
+// Exporting reports whether spans are exported to an OTLP collector.
+func (s *Sink) Exporting() bool { return s.exporting }
+
+// SpanStarted starts the SDK span for sp, with the tracker's ids, parent, start time and link.
+func (s *Sink) SpanStarted(sp *instrument.Span) {
+	span := s.start(sp)
+	s.mu.Lock()
+	s.open[spanKey{sp.TraceID, sp.ID}] = span
+	s.mu.Unlock()
+}
+
+// SpanEnded completes the span sp names with its final attributes and status, and ends it at
+// sp.End. A span that was never started is started and ended at once.
+func (s *Sink) SpanEnded(sp *instrument.Span) {
+	key := spanKey{sp.TraceID, sp.ID}
+	s.mu.Lock()
+	span, ok := s.open[key]
+	delete(s.open, key)
+	s.mu.Unlock()
+	if !ok {
+		span = s.start(sp)
+	}
+
+	span.SetAttributes(s.attrs.spanAttributes(sp)...)
+	if t := sp.Turn; t != nil {
+		if !t.PlanModeEntered.IsZero() {
+			span.AddEvent("cctrace.plan_mode.entered", trace.WithTimestamp(t.PlanModeEntered))
+		}
+		if !t.PlanModeExited.IsZero() {
+			span.AddEvent("cctrace.plan_mode.exited", trace.WithTimestamp(t.PlanModeExited))
+		}
+	}
+	switch sp.Status {
+	case instrument.StatusOK:
+		span.SetStatus(codes.Ok, "")
+	case instrument.StatusError:
+		span.SetStatus(codes.Error, sp.StatusMessage)
+	}
+	span.End(trace.WithTimestamp(sp.End))
+}
+
+// SessionsActive does nothing: the number of sessions is a metric, not a span.
+func (s *Sink) SessionsActive(int) {}
+
+// start starts the SDK span for sp.
+func (s *Sink) start(sp *instrument.Span) trace.Span {
+	ctx := withTrackerIDs(context.Background(), sp.TraceID, sp.ID)
+	if sp.Parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID:    trace.TraceID(sp.TraceID),
+			SpanID:     trace.SpanID(sp.Parent),
+			TraceFlags: trace.FlagsSampled,
+		}))
+	}
+	kind := trace.SpanKindInternal
+	if sp.Kind == instrument.KindChat {
+		kind = trace.SpanKindClient
+	}
+	opts := []trace.SpanStartOption{
+		trace.WithTimestamp(sp.Start),
+		trace.WithSpanKind(kind),
+		trace.WithAttributes(s.attrs.spanAttributes(sp)...),
+	}
+	if l := sp.Link; l != nil && l.TraceID.IsValid() && l.SpanID.IsValid() {
+		var flags trace.TraceFlags
+		if l.Sampled {
+			flags = trace.FlagsSampled
+		}
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID:    trace.TraceID(l.TraceID),
+			SpanID:     trace.SpanID(l.SpanID),
+			TraceFlags: flags,
+			Remote:     true,
+		})}))
+	}
+	_, span := s.tracer.Start(ctx, spanName(sp), opts...)
+	return span
+}
+
+// spanName is sp.Name, or the operation name when the tracker gave none.
+func spanName(sp *instrument.Span) string {
+	if sp.Name != "" {
+		return sp.Name
+	}
+	switch sp.Kind {
+	case instrument.KindChat:
+		return "chat"
+	case instrument.KindTool:
+		return "execute_tool"
+	default:
+		return "invoke_agent"
+	}
+}
+
+// Shutdown ends the spans still open (at the current time, status unset), flushes what is queued
+// and stops the exporter. It returns when done or when ctx ends, whichever is first; a collector
+// that does not answer costs at most ctx's deadline.
+func (s *Sink) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	open := s.open
+	s.open = make(map[spanKey]trace.Span)
+	s.mu.Unlock()
+	if len(open) > 0 {
+		s.logger.Warn("tracing: ending spans still open at shutdown", "spans", len(open))
+		for _, span := range open {
+			span.End()
+		}
+	}
+
+	err := s.provider.Shutdown(ctx)
+	if s.errors != nil {
+		s.errors.flush()
+	}
+	if err != nil {
+		return fmt.Errorf("shutting down tracing: %w", err)
+	}
+	return nil
+}
