@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Label values that stand for more than one input.
+const (
+	labelOther   = "other"   // a value past its label's cap
+	labelUnknown = "unknown" // no value was reported
+	labelNone    = "none"    // the value was reported empty (stop_reason)
+)
+
+// maxLabelBytes bounds one label value; longer values are cut at a rune boundary.
+const maxLabelBytes = 128
+
+// defaultLabelCap bounds labels whose values come from the upstream or the client but should form
+// a small set (stop reasons, outcomes, subagent types, triggers, block types), so that a misbehaving
+// peer cannot blow up the series count.
+const defaultLabelCap = 50
+
+// cappedLabel admits the first max distinct values of one label and maps the rest to "other".
+// It is safe for concurrent use.
+type cappedLabel struct {
+	mu   sync.Mutex
+	max  int
+	seen map[string]struct{}
+}
+
+func newCappedLabel(max int) *cappedLabel {
+	return &cappedLabel{max: max, seen: make(map[string]struct{})}
+}
+
+// value returns the label value to use for v, or for def when v is empty.
+func (c *cappedLabel) value(v, def string) string {
+	v = cleanLabel(v)
+	if v == "" {
+		v = def
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[v]; ok {
+		return v
+	}
+	if len(c.seen) >= c.max {
+		return labelOther
+	}
+	c.seen[v] = struct{}{}
+	return v
+}
+
+// cleanLabel makes v a valid, bounded label value: client_golang panics on invalid UTF-8.
+func cleanLabel(v string) string {
+	v = strings.TrimSpace(strings.ToValidUTF8(v, "\uFFFD"))
+	if len(v) <= maxLabelBytes {
+		return v
+	}
+	cut := maxLabelBytes
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut]
+}

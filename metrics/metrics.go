@@ -1,0 +1,395 @@
+// Package metrics is the Prometheus sink of cctrace: it turns the tracker's ended spans into
+// token, cost, request, latency, tool, subagent and turn metrics, priced from an embedded,
+// versioned price table (prices.json; see LoadPrices for the format of an override).
+//
+// Labels come only from small sets: model (capped, see WithMaxModels), request kind, HTTP status,
+// stop reason, token type, tool name (capped, see WithMaxToolNames), outcome. Session, turn and
+// request ids never become labels; the trace id of the turn rides on counters and histograms as an
+// exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler.
+//
+// Model label values are the model id as the client requested it (falling back to the id in the
+// response), case and date suffix kept, so that dashboards can tell claude-sonnet-4-5-20250929
+// from claude-sonnet-4-5; pricing reduces ids to their family separately (see Family).
+package metrics
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Metric names, exact: dashboards and alerts depend on them.
+const (
+	nameTokens          = "cctrace_tokens_total"
+	nameCacheCreation   = "cctrace_cache_creation_tokens_total"
+	nameCost            = "cctrace_cost_usd_total"
+	nameUnpriced        = "cctrace_unpriced_requests_total"
+	nameRequests        = "cctrace_requests_total"
+	nameRequestDuration = "cctrace_request_duration_seconds"
+	nameTTFT            = "cctrace_time_to_first_token_seconds"
+	nameContextTokens   = "cctrace_context_tokens"
+	nameRequestMessages = "cctrace_request_messages"
+	nameContentBlocks   = "cctrace_content_blocks_total"
+	nameCompactions     = "cctrace_compactions_total"
+	nameTurns           = "cctrace_turns_total"
+	nameTurnDuration    = "cctrace_turn_duration_seconds"
+	nameToolCalls       = "cctrace_tool_calls_total"
+	nameToolDuration    = "cctrace_tool_duration_seconds"
+	nameSubagents       = "cctrace_subagents_total"
+	nameSessionsActive  = "cctrace_sessions_active"
+)
+
+// MetricNames lists every cctrace metric family that New registers, in a stable order. Histograms
+// appear under their family name (their series add _bucket, _sum and _count). The process_* and
+// go_* families of the standard collectors that New also registers are not listed.
+var MetricNames = []string{
+	nameTokens, nameCacheCreation, nameCost, nameUnpriced,
+	nameRequests, nameRequestDuration, nameTTFT, nameContextTokens, nameRequestMessages,
+	nameContentBlocks, nameCompactions,
+	nameTurns, nameTurnDuration,
+	nameToolCalls, nameToolDuration,
+	nameSubagents, nameSessionsActive,
+}
+
+// Histogram buckets.
+var (
+	// durationBuckets are the GenAI semantic conventions' advice for
+	// gen_ai.client.operation.duration; time to first token uses them too, because the
+	// conventions' server-side TTFT buckets stop at 10 s and a queued or thinking request can
+	// wait longer.
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	// contextBuckets are finer around 100k-200k tokens, where Claude Code auto-compacts.
+	contextBuckets = []float64{
+		1000, 2500, 5000, 10000, 20000, 40000, 60000, 80000, 100000, 125000, 150000, 175000,
+		200000, 300000, 400000, 500000, 750000, 1000000,
+	}
+	messagesBuckets     = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
+	turnDurationBuckets = []float64{1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+	// toolDurationBuckets span fast reads to long builds and permission prompts.
+	toolDurationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+)
+
+// Token types of cctrace_tokens_total.
+const (
+	tokenInput         = "input"
+	tokenOutput        = "output"
+	tokenCacheRead     = "cache_read"
+	tokenCacheCreation = "cache_creation"
+)
+
+// codeError is the code label of a request that got no HTTP status or failed in transport.
+const codeError = "error"
+
+// Metrics is the Prometheus sink: an instrument.Sink that records ended spans. Build it with New;
+// the zero value is not usable. Its methods are safe for concurrent use.
+type Metrics struct {
+	prices *Prices
+
+	models, tools                                     *cappedLabel
+	kinds, stopReasons, turnOutcomes, toolOutcomes    *cappedLabel
+	subagentTypes, triggers, blockRoles, blockTypes   *cappedLabel
+	tokens, cacheCreation, cost, unpriced, requests   *prometheus.CounterVec
+	contentBlocks, compactions, turns, toolCalls      *prometheus.CounterVec
+	subagents                                         *prometheus.CounterVec
+	requestDuration, ttft, contextTokens, requestMsgs *prometheus.HistogramVec
+	toolDuration                                      *prometheus.HistogramVec
+	turnDuration                                      prometheus.Histogram
+	sessionsActive                                    prometheus.Gauge
+}
+
+var _ instrument.Sink = (*Metrics)(nil)
+
+// New builds the metrics and registers them, with the process and Go runtime collectors, on reg.
+// The runtime collectors are skipped without error when reg already has them. New fails when reg
+// is nil, an option is out of range, or a cctrace metric is already registered on reg.
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: nil Registerer")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.maxToolNames < 1 {
+		return nil, fmt.Errorf("metrics: max tool names must be at least 1, got %d", cfg.maxToolNames)
+	}
+	if cfg.maxModels < 1 {
+		return nil, fmt.Errorf("metrics: max models must be at least 1, got %d", cfg.maxModels)
+	}
+
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	}
+	m := &Metrics{
+		prices:        cfg.prices,
+		models:        newCappedLabel(cfg.maxModels),
+		tools:         newCappedLabel(cfg.maxToolNames),
+		kinds:         newCappedLabel(defaultLabelCap),
+		stopReasons:   newCappedLabel(defaultLabelCap),
+		turnOutcomes:  newCappedLabel(defaultLabelCap),
+		toolOutcomes:  newCappedLabel(defaultLabelCap),
+		subagentTypes: newCappedLabel(defaultLabelCap),
+		triggers:      newCappedLabel(defaultLabelCap),
+		blockRoles:    newCappedLabel(defaultLabelCap),
+		blockTypes:    newCappedLabel(defaultLabelCap),
+
+		tokens: counter(nameTokens,
+			"Tokens billed by the upstream, by model and type (input is uncached input; input+cache_read+cache_creation is the whole prompt).",
+			"model", "type"),
+		cacheCreation: counter(nameCacheCreation,
+			"Cache write tokens by TTL (5m or 1h), when the upstream reports the split.",
+			"model", "ttl"),
+		cost: counter(nameCost,
+			"Estimated cost in US dollars from the price table, by model.",
+			"model"),
+		unpriced: counter(nameUnpriced,
+			"Requests with usage whose model is not in the price table, so their cost is not counted.",
+			"model"),
+		requests: counter(nameRequests,
+			`API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.`,
+			"model", "kind", "code", "stop_reason"),
+		requestDuration: histogram(nameRequestDuration,
+			"Duration of API request attempts, from the request to the end of the response body.",
+			durationBuckets, "model", "kind"),
+		ttft: histogram(nameTTFT,
+			"Time from the request to the first content delta of the response.",
+			durationBuckets, "model"),
+		contextTokens: histogram(nameContextTokens,
+			"Prompt size of each request in tokens: uncached input, cache reads and cache writes.",
+			contextBuckets, "model"),
+		requestMsgs: histogram(nameRequestMessages,
+			"Messages carried by each API request.",
+			messagesBuckets, "kind"),
+		contentBlocks: counter(nameContentBlocks,
+			"Content blocks sent for the first time in their conversation, by role and type.",
+			"role", "type"),
+		compactions: counter(nameCompactions,
+			"Context compactions by trigger (manual or auto).",
+			"trigger"),
+		turns: counter(nameTurns,
+			"Finished agentic turns by outcome.",
+			"outcome"),
+		turnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    nameTurnDuration,
+			Help:    "Duration of agentic turns, from the human prompt to the final response.",
+			Buckets: turnDurationBuckets,
+		}),
+		toolCalls: counter(nameToolCalls,
+			"Tool calls by tool and outcome.",
+			"tool", "outcome"),
+		toolDuration: histogram(nameToolDuration,
+			"Tool round trips, from the end of the tool_use block to the arrival of its result.",
+			toolDurationBuckets, "tool"),
+		subagents: counter(nameSubagents,
+			"Subagent runs by subagent type.",
+			"type"),
+		sessionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: nameSessionsActive,
+			Help: "Claude Code sessions the tracker currently holds.",
+		}),
+	}
+
+	for _, c := range []prometheus.Collector{
+		m.tokens, m.cacheCreation, m.cost, m.unpriced, m.requests, m.requestDuration, m.ttft,
+		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnDuration,
+		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
+		}
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+	} {
+		if err := reg.Register(c); err != nil {
+			if are := (prometheus.AlreadyRegisteredError{}); !errors.As(err, &are) {
+				return nil, fmt.Errorf("registering runtime collectors: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// Names returns MetricNames: every cctrace metric family the sink exposes.
+func (m *Metrics) Names() []string { return slices.Clone(MetricNames) }
+
+// Handler serves the metrics of g, in the OpenMetrics format when the scraper asks for it (which
+// is what carries exemplars) and in the Prometheus text format otherwise.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+// SpanStarted does nothing: metrics are recorded when spans end.
+func (m *Metrics) SpanStarted(*instrument.Span) {}
+
+// SessionsActive sets cctrace_sessions_active.
+func (m *Metrics) SessionsActive(n int) { m.sessionsActive.Set(float64(n)) }
+
+// SpanEnded records an ended span.
+func (m *Metrics) SpanEnded(s *instrument.Span) {
+	if s == nil {
+		return
+	}
+	ex := exemplar(s.TraceID)
+	switch s.Kind {
+	case instrument.KindChat:
+		if s.Chat != nil {
+			m.chatEnded(s, s.Chat, ex)
+		}
+	case instrument.KindTool:
+		name, outcome := "", ""
+		if s.Tool != nil {
+			name, outcome = s.Tool.Name, s.Tool.Outcome
+		}
+		tool := m.tools.value(name, labelUnknown)
+		add(m.toolCalls.WithLabelValues(tool, m.toolOutcomes.value(outcome, labelUnknown)), 1, ex)
+		observeDuration(m.toolDuration.WithLabelValues(tool), s, ex)
+	case instrument.KindSubagent:
+		typ := ""
+		if s.Subagent != nil {
+			typ = s.Subagent.Type
+		}
+		add(m.subagents.WithLabelValues(m.subagentTypes.value(typ, labelUnknown)), 1, ex)
+	case instrument.KindTurn:
+		outcome := ""
+		if s.Turn != nil {
+			outcome = s.Turn.Outcome
+		}
+		add(m.turns.WithLabelValues(m.turnOutcomes.value(outcome, labelUnknown)), 1, ex)
+		observeDuration(m.turnDuration, s, ex)
+	}
+}
+
+// chatEnded records one API request attempt.
+func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, ex prometheus.Labels) {
+	requested, served := "", ""
+	if c.Request.Body != nil {
+		requested = c.Request.Body.Model
+	}
+	resp := c.Response
+	var msg *wire.MessageInfo
+	if resp != nil {
+		msg = resp.Message
+	}
+	if msg != nil {
+		served = msg.Model
+	}
+	model := m.models.value(cmp.Or(requested, served), labelUnknown)
+	kind := m.kinds.value(string(c.Kind), string(instrument.RequestOther))
+
+	stop := ""
+	if msg != nil {
+		stop = msg.StopReason
+	}
+	add(m.requests.WithLabelValues(model, kind, statusCode(resp), m.stopReasons.value(stop, labelNone)), 1, ex)
+	observeDuration(m.requestDuration.WithLabelValues(model, kind), s, ex)
+	observe(m.requestMsgs.WithLabelValues(kind), float64(max(c.Messages, 0)), ex)
+	if resp != nil && !resp.FirstChunk.IsZero() && !resp.FirstChunk.Before(s.Start) {
+		observe(m.ttft.WithLabelValues(model), resp.FirstChunk.Sub(s.Start).Seconds(), ex)
+	}
+
+	if msg != nil {
+		u := msg.Usage
+		add(m.tokens.WithLabelValues(model, tokenInput), float64(u.InputTokens), ex)
+		add(m.tokens.WithLabelValues(model, tokenOutput), float64(u.OutputTokens), ex)
+		add(m.tokens.WithLabelValues(model, tokenCacheRead), float64(u.CacheReadInputTokens), ex)
+		add(m.tokens.WithLabelValues(model, tokenCacheCreation), float64(u.CacheCreationInputTokens), ex)
+		if u.CacheCreation5m > 0 || u.CacheCreation1h > 0 {
+			add(m.cacheCreation.WithLabelValues(model, "5m"), float64(u.CacheCreation5m), ex)
+			add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h), ex)
+		}
+		observe(m.contextTokens.WithLabelValues(model), float64(u.TotalInput()), ex)
+		if usd, ok := m.price(requested, served, u); ok {
+			add(m.cost.WithLabelValues(model), usd, ex)
+		} else {
+			add(m.unpriced.WithLabelValues(model), 1, ex)
+		}
+	}
+
+	if cp := c.Compaction; cp != nil {
+		add(m.compactions.WithLabelValues(m.triggers.value(cp.Trigger, labelUnknown)), 1, ex)
+	}
+	keys := make([]instrument.BlockKey, 0, len(c.NewBlocks))
+	for k, n := range c.NewBlocks {
+		if n > 0 {
+			keys = append(keys, k)
+		}
+	}
+	// Sorted so that which values a full cap admits does not depend on map order.
+	slices.SortFunc(keys, func(a, b instrument.BlockKey) int {
+		return cmp.Or(cmp.Compare(a.Role, b.Role), cmp.Compare(a.Type, b.Type))
+	})
+	for _, k := range keys {
+		role := m.blockRoles.value(string(k.Role), labelUnknown)
+		typ := m.blockTypes.value(string(k.Type), labelUnknown)
+		add(m.contentBlocks.WithLabelValues(role, typ), float64(c.NewBlocks[k]), ex)
+	}
+}
+
+// price prices usage by the requested model, or by the served one when only that is known.
+func (m *Metrics) price(requested, served string, u wire.Usage) (float64, bool) {
+	if usd, ok := m.prices.Cost(requested, u); ok {
+		return usd, true
+	}
+	return m.prices.Cost(served, u)
+}
+
+// statusCode is the code label: the HTTP status, or "error" when no response arrived or its
+// transport failed (upstream unreachable, stream cut, client gone).
+func statusCode(r *wire.Response) string {
+	if r == nil || r.Status == 0 || r.Err != "" {
+		return codeError
+	}
+	return strconv.Itoa(r.Status)
+}
+
+// exemplar returns the exemplar labels for a trace, nil for an invalid trace id.
+func exemplar(t instrument.TraceID) prometheus.Labels {
+	if !t.IsValid() {
+		return nil
+	}
+	return prometheus.Labels{"trace_id": t.String()}
+}
+
+// add adds v with exemplar ex; negative values (which a counter rejects) are dropped.
+func add(c prometheus.Counter, v float64, ex prometheus.Labels) {
+	if v < 0 {
+		return
+	}
+	if ea, ok := c.(prometheus.ExemplarAdder); ok && ex != nil {
+		ea.AddWithExemplar(v, ex)
+		return
+	}
+	c.Add(v)
+}
+
+// observe records v with exemplar ex.
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && ex != nil {
+		eo.ObserveWithExemplar(v, ex)
+		return
+	}
+	o.Observe(v)
+}
+
+// observeDuration records the span's duration, unless its clock went backwards or it never ended.
+func observeDuration(o prometheus.Observer, s *instrument.Span, ex prometheus.Labels) {
+	if s.End.IsZero() || s.End.Before(s.Start) {
+		return
+	}
+	observe(o, s.End.Sub(s.Start).Seconds(), ex)
+}

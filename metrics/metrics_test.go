@@ -1,0 +1,1059 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+const (
+	sonnet = "claude-sonnet-4-5-20250929"
+	haiku  = "claude-haiku-4-5-20251001"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// at is t0 plus a number of milliseconds.
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func traceID(b byte) instrument.TraceID {
+	var t instrument.TraceID
+	for i := range t {
+		t[i] = b
+	}
+	return t
+}
+
+// chatSpec describes one API request attempt of a test scenario.
+type chatSpec struct {
+	trace        byte
+	model        string // requested model; empty for a request whose body could not be decoded
+	kind         instrument.RequestKind
+	start, end   int // ms after t0
+	firstChunk   int // ms after t0; 0 for none
+	status       int
+	err          string
+	stop         string
+	usage        *wire.Usage // nil for no message (errors, count_tokens)
+	messages     int
+	newBlocks    map[instrument.BlockKey]int
+	compaction   *instrument.Compaction
+	servedModel  string // model in the response; defaults to model
+	inputTokens  int    // count_tokens' answer
+	errorType    string
+	attemptIndex int
+}
+
+func (c chatSpec) span() *instrument.Span {
+	resp := &wire.Response{
+		Status:      c.status,
+		Err:         c.err,
+		End:         at(c.end),
+		InputTokens: c.inputTokens,
+		ErrorType:   c.errorType,
+	}
+	if c.firstChunk != 0 {
+		resp.FirstChunk = at(c.firstChunk)
+	}
+	if c.usage != nil {
+		resp.Message = &wire.MessageInfo{Model: cmpOr(c.servedModel, c.model), StopReason: c.stop, Usage: *c.usage}
+	}
+	req := wire.Request{Time: at(c.start), Method: http.MethodPost, Path: "/v1/messages"}
+	if c.model != "" {
+		req.Body = &wire.Body{Model: c.model}
+	}
+	return &instrument.Span{
+		TraceID:   traceID(c.trace),
+		ID:        instrument.SpanID{1},
+		Kind:      instrument.KindChat,
+		Name:      "chat " + c.model,
+		Start:     at(c.start),
+		End:       at(c.end),
+		SessionID: "0b9c5c1e-6d7c-4f7e-9d51-3c2f5f0a9e11",
+		Chat: &instrument.Chat{
+			Kind:       c.kind,
+			Request:    req,
+			Response:   resp,
+			Attempt:    c.attemptIndex,
+			Messages:   c.messages,
+			NewBlocks:  c.newBlocks,
+			Compaction: c.compaction,
+		},
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func toolSpan(trace byte, name, outcome string, start, end int) *instrument.Span {
+	return &instrument.Span{
+		TraceID: traceID(trace), ID: instrument.SpanID{2}, Kind: instrument.KindTool,
+		Name: "execute_tool " + name, Start: at(start), End: at(end),
+		Tool: &instrument.Tool{Name: name, CallID: "toolu_01", Outcome: outcome},
+	}
+}
+
+func turnSpan(trace byte, outcome string, start, end int) *instrument.Span {
+	return &instrument.Span{
+		TraceID: traceID(trace), ID: instrument.SpanID{3}, Kind: instrument.KindTurn,
+		Name: "invoke_agent claude-code", Start: at(start), End: at(end), TurnIndex: 1,
+		Turn: &instrument.Turn{Index: 1, Outcome: outcome},
+	}
+}
+
+func subagentSpan(trace byte, typ string, start, end int) *instrument.Span {
+	return &instrument.Span{
+		TraceID: traceID(trace), ID: instrument.SpanID{4}, Kind: instrument.KindSubagent,
+		Name: "invoke_agent " + typ, Start: at(start), End: at(end),
+		Subagent: &instrument.Subagent{Type: typ, AgentID: "a1b2c3"},
+	}
+}
+
+func newMetrics(t *testing.T, opts ...Option) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return m, reg
+}
+
+// feed hands spans to the sink as the tracker would: started, then ended.
+func feed(m *Metrics, spans ...*instrument.Span) {
+	for _, s := range spans {
+		m.SpanStarted(s)
+		m.SpanEnded(s)
+	}
+}
+
+var (
+	userText   = instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockText}
+	toolUse    = instrument.BlockKey{Role: wire.RoleAssistant, Type: wire.BlockToolUse}
+	toolResult = instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockToolResult}
+)
+
+// scenario is two turns of one session. Turn 1 (trace 0x01): a 529 and its successful retry, a
+// Read and an Agent tool call, an Explore subagent with one request and a failed Bash call, and
+// the final tool_results request. Turn 2 (trace 0x02): a count_tokens call, an auto compaction, the
+// request after it, an auxiliary request to an unknown model and a transport failure.
+func scenario() []*instrument.Span {
+	return []*instrument.Span{
+		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 500,
+			status: 529, errorType: "overloaded_error", messages: 1}.span(),
+		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 1000, end: 3000, firstChunk: 1300,
+			status: 200, stop: "tool_use", messages: 1, attemptIndex: 1,
+			usage:     &wire.Usage{InputTokens: 10, OutputTokens: 200, CacheCreationInputTokens: 20000, CacheCreation5m: 15000, CacheCreation1h: 5000},
+			newBlocks: map[instrument.BlockKey]int{userText: 1}}.span(),
+		toolSpan(1, "Read", "success", 3000, 3200),
+		chatSpec{trace: 1, model: haiku, kind: instrument.RequestSubagent, start: 4000, end: 6000, firstChunk: 4500,
+			status: 200, stop: "end_turn", messages: 1,
+			usage:     &wire.Usage{InputTokens: 3000, OutputTokens: 500},
+			newBlocks: map[instrument.BlockKey]int{userText: 1}}.span(),
+		toolSpan(1, "Bash", "error", 5000, 5400),
+		subagentSpan(1, "Explore", 3500, 9000),
+		toolSpan(1, "Agent", "success", 3000, 10000),
+		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestToolResults, start: 10000, end: 12000, firstChunk: 10200,
+			status: 200, stop: "end_turn", messages: 3,
+			usage:     &wire.Usage{InputTokens: 5, OutputTokens: 100, CacheReadInputTokens: 20000, CacheCreationInputTokens: 300},
+			newBlocks: map[instrument.BlockKey]int{toolUse: 2, toolResult: 2, {Role: wire.RoleUser, Type: wire.BlockImage}: 0}}.span(),
+		turnSpan(1, "end_turn", 0, 12000),
+
+		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestCountTokens, start: 100000, end: 100100,
+			status: 200, messages: 4, inputTokens: 1234}.span(),
+		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestCompaction, start: 100000, end: 130000, firstChunk: 101000,
+			status: 200, stop: "end_turn", messages: 40,
+			usage: &wire.Usage{InputTokens: 50000, OutputTokens: 2000}}.span(),
+		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestTurn, start: 131000, end: 133000, firstChunk: 131500,
+			status: 200, stop: "end_turn", messages: 2,
+			usage:      &wire.Usage{InputTokens: 8000, OutputTokens: 300},
+			newBlocks:  map[instrument.BlockKey]int{userText: 2},
+			compaction: &instrument.Compaction{Trigger: "auto", MessagesBefore: 40, MessagesAfter: 2, ContextBefore: 52000}}.span(),
+		chatSpec{trace: 2, model: "mystery-model-1", kind: instrument.RequestAuxiliary, start: 134000, end: 135000,
+			status: 200, stop: "end_turn", messages: 1,
+			usage: &wire.Usage{InputTokens: 100, OutputTokens: 10}}.span(),
+		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestTurn, start: 136000, end: 136050,
+			err: "dial tcp 127.0.0.1:1: connect: connection refused", messages: 2}.span(),
+		turnSpan(2, "error", 100000, 140000),
+	}
+}
+
+// The expected exposition of scenario, worked out by hand. Sonnet 4.5 costs $3 input, $15
+// output, $0.30 cache read, $3.75 5m write and $6 1h write per million tokens; Haiku 4.5 $1 and
+// $5. Request costs: 10·3 + 200·15 + 15000·3.75 + 5000·6 = 89280 µ$; 5·3 + 100·15 + 20000·0.3 +
+// 300·3.75 = 8640 µ$; 50000·3 + 2000·15 = 180000 µ$; 8000·3 + 300·15 = 28500 µ$ (sonnet total
+// 0.30642 $); haiku 3000·1 + 500·5 = 5500 µ$.
+const wantCounters = `
+# HELP cctrace_tokens_total Tokens billed by the upstream, by model and type (input is uncached input; input+cache_read+cache_creation is the whole prompt).
+# TYPE cctrace_tokens_total counter
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="cache_creation"} 0
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="cache_read"} 0
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="input"} 3000
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="output"} 500
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="cache_creation"} 20300
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="cache_read"} 20000
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="input"} 58015
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="output"} 2600
+cctrace_tokens_total{model="mystery-model-1",type="cache_creation"} 0
+cctrace_tokens_total{model="mystery-model-1",type="cache_read"} 0
+cctrace_tokens_total{model="mystery-model-1",type="input"} 100
+cctrace_tokens_total{model="mystery-model-1",type="output"} 10
+# HELP cctrace_cache_creation_tokens_total Cache write tokens by TTL (5m or 1h), when the upstream reports the split.
+# TYPE cctrace_cache_creation_tokens_total counter
+cctrace_cache_creation_tokens_total{model="claude-sonnet-4-5-20250929",ttl="1h"} 5000
+cctrace_cache_creation_tokens_total{model="claude-sonnet-4-5-20250929",ttl="5m"} 15000
+# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model.
+# TYPE cctrace_cost_usd_total counter
+cctrace_cost_usd_total{model="claude-haiku-4-5-20251001"} 0.0055
+cctrace_cost_usd_total{model="claude-sonnet-4-5-20250929"} %s
+# HELP cctrace_unpriced_requests_total Requests with usage whose model is not in the price table, so their cost is not counted.
+# TYPE cctrace_unpriced_requests_total counter
+cctrace_unpriced_requests_total{model="mystery-model-1"} 1
+# HELP cctrace_requests_total API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.
+# TYPE cctrace_requests_total counter
+cctrace_requests_total{code="200",kind="auxiliary",model="mystery-model-1",stop_reason="end_turn"} 1
+cctrace_requests_total{code="200",kind="compaction",model="claude-sonnet-4-5-20250929",stop_reason="end_turn"} 1
+cctrace_requests_total{code="200",kind="count_tokens",model="claude-sonnet-4-5-20250929",stop_reason="none"} 1
+cctrace_requests_total{code="200",kind="subagent",model="claude-haiku-4-5-20251001",stop_reason="end_turn"} 1
+cctrace_requests_total{code="200",kind="tool_results",model="claude-sonnet-4-5-20250929",stop_reason="end_turn"} 1
+cctrace_requests_total{code="200",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="end_turn"} 1
+cctrace_requests_total{code="200",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="tool_use"} 1
+cctrace_requests_total{code="529",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="none"} 1
+cctrace_requests_total{code="error",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="none"} 1
+# HELP cctrace_content_blocks_total Content blocks sent for the first time in their conversation, by role and type.
+# TYPE cctrace_content_blocks_total counter
+cctrace_content_blocks_total{role="assistant",type="tool_use"} 2
+cctrace_content_blocks_total{role="user",type="text"} 4
+cctrace_content_blocks_total{role="user",type="tool_result"} 2
+# HELP cctrace_compactions_total Context compactions by trigger (manual or auto).
+# TYPE cctrace_compactions_total counter
+cctrace_compactions_total{trigger="auto"} 1
+# HELP cctrace_turns_total Finished agentic turns by outcome.
+# TYPE cctrace_turns_total counter
+cctrace_turns_total{outcome="end_turn"} 1
+cctrace_turns_total{outcome="error"} 1
+# HELP cctrace_tool_calls_total Tool calls by tool and outcome.
+# TYPE cctrace_tool_calls_total counter
+cctrace_tool_calls_total{outcome="error",tool="Bash"} 1
+cctrace_tool_calls_total{outcome="success",tool="Agent"} 1
+cctrace_tool_calls_total{outcome="success",tool="Read"} 1
+# HELP cctrace_subagents_total Subagent runs by subagent type.
+# TYPE cctrace_subagents_total counter
+cctrace_subagents_total{type="Explore"} 1
+# HELP cctrace_sessions_active Claude Code sessions the tracker currently holds.
+# TYPE cctrace_sessions_active gauge
+cctrace_sessions_active 1
+`
+
+// Request durations (s): sonnet/turn 0.5, 2, 2, 0.05; haiku/subagent 2; sonnet/tool_results 2;
+// sonnet/count_tokens 0.1; sonnet/compaction 30; mystery/auxiliary 1.
+// Time to first token (s): sonnet 0.3, 0.2, 1, 0.5; haiku 0.5.
+const wantRequestHistograms = `
+# HELP cctrace_request_duration_seconds Duration of API request attempts, from the request to the end of the response body.
+# TYPE cctrace_request_duration_seconds histogram
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.01"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.02"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.04"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.08"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.16"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.32"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.64"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="1.28"} 0
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="2.56"} 1
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="5.12"} 1
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="10.24"} 1
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="20.48"} 1
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="40.96"} 1
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="81.92"} 1
+cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="+Inf"} 1
+cctrace_request_duration_seconds_sum{kind="subagent",model="claude-haiku-4-5-20251001"} 2
+cctrace_request_duration_seconds_count{kind="subagent",model="claude-haiku-4-5-20251001"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.01"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.02"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.04"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.08"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.16"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.32"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.64"} 0
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="1.28"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="2.56"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="5.12"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="10.24"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="20.48"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="40.96"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="81.92"} 1
+cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="+Inf"} 1
+cctrace_request_duration_seconds_sum{kind="auxiliary",model="mystery-model-1"} 1
+cctrace_request_duration_seconds_count{kind="auxiliary",model="mystery-model-1"} 1
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.01"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.02"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.04"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.08"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.16"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.32"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.64"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="1.28"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="2.56"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="5.12"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="10.24"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="20.48"} 0
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="40.96"} 1
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="81.92"} 1
+cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="+Inf"} 1
+cctrace_request_duration_seconds_sum{kind="compaction",model="claude-sonnet-4-5-20250929"} 30
+cctrace_request_duration_seconds_count{kind="compaction",model="claude-sonnet-4-5-20250929"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.01"} 0
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.02"} 0
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.04"} 0
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.08"} 0
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.16"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.32"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.64"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="1.28"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="2.56"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="5.12"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="10.24"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="20.48"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="40.96"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="81.92"} 1
+cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="+Inf"} 1
+cctrace_request_duration_seconds_sum{kind="count_tokens",model="claude-sonnet-4-5-20250929"} 0.1
+cctrace_request_duration_seconds_count{kind="count_tokens",model="claude-sonnet-4-5-20250929"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.01"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.02"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.04"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.08"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.16"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.32"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.64"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="1.28"} 0
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="2.56"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="5.12"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="10.24"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="20.48"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="40.96"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="81.92"} 1
+cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="+Inf"} 1
+cctrace_request_duration_seconds_sum{kind="tool_results",model="claude-sonnet-4-5-20250929"} 2
+cctrace_request_duration_seconds_count{kind="tool_results",model="claude-sonnet-4-5-20250929"} 1
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.01"} 0
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.02"} 0
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.04"} 0
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.08"} 1
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.16"} 1
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.32"} 1
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.64"} 2
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="1.28"} 2
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="2.56"} 4
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="5.12"} 4
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="10.24"} 4
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="20.48"} 4
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="40.96"} 4
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="81.92"} 4
+cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="+Inf"} 4
+cctrace_request_duration_seconds_sum{kind="turn",model="claude-sonnet-4-5-20250929"} 4.55
+cctrace_request_duration_seconds_count{kind="turn",model="claude-sonnet-4-5-20250929"} 4
+# HELP cctrace_time_to_first_token_seconds Time from the request to the first content delta of the response.
+# TYPE cctrace_time_to_first_token_seconds histogram
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.01"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.02"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.04"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.08"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.16"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.32"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.64"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="1.28"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="2.56"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="5.12"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="10.24"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="20.48"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="40.96"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="81.92"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="+Inf"} 1
+cctrace_time_to_first_token_seconds_sum{model="claude-haiku-4-5-20251001"} 0.5
+cctrace_time_to_first_token_seconds_count{model="claude-haiku-4-5-20251001"} 1
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.01"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.02"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.04"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.08"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.16"} 0
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.32"} 2
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.64"} 3
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="1.28"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="2.56"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="5.12"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="10.24"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="20.48"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="40.96"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="81.92"} 4
+cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="+Inf"} 4
+cctrace_time_to_first_token_seconds_sum{model="claude-sonnet-4-5-20250929"} 2
+cctrace_time_to_first_token_seconds_count{model="claude-sonnet-4-5-20250929"} 4
+`
+
+// Context tokens: sonnet 20010, 20305, 50000, 8000; haiku 3000; mystery 100.
+// Messages: turn 1, 1, 2, 2; subagent 1; tool_results 3; count_tokens 4; compaction 40;
+// auxiliary 1.
+const wantSizeHistograms = `
+# HELP cctrace_context_tokens Prompt size of each request in tokens: uncached input, cache reads and cache writes.
+# TYPE cctrace_context_tokens histogram
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="1000"} 0
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="2500"} 0
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="5000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="10000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="20000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="40000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="60000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="80000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="100000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="125000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="150000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="175000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="200000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="300000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="400000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="500000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="750000"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="1e+06"} 1
+cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="+Inf"} 1
+cctrace_context_tokens_sum{model="claude-haiku-4-5-20251001"} 3000
+cctrace_context_tokens_count{model="claude-haiku-4-5-20251001"} 1
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="1000"} 0
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="2500"} 0
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="5000"} 0
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="10000"} 1
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="20000"} 1
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="40000"} 3
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="60000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="80000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="100000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="125000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="150000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="175000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="200000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="300000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="400000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="500000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="750000"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="1e+06"} 4
+cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="+Inf"} 4
+cctrace_context_tokens_sum{model="claude-sonnet-4-5-20250929"} 98315
+cctrace_context_tokens_count{model="claude-sonnet-4-5-20250929"} 4
+cctrace_context_tokens_bucket{model="mystery-model-1",le="1000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="2500"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="5000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="10000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="20000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="40000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="60000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="80000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="100000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="125000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="150000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="175000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="200000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="300000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="400000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="500000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="750000"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="1e+06"} 1
+cctrace_context_tokens_bucket{model="mystery-model-1",le="+Inf"} 1
+cctrace_context_tokens_sum{model="mystery-model-1"} 100
+cctrace_context_tokens_count{model="mystery-model-1"} 1
+# HELP cctrace_request_messages Messages carried by each API request.
+# TYPE cctrace_request_messages histogram
+cctrace_request_messages_bucket{kind="auxiliary",le="1"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="2"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="5"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="10"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="20"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="50"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="100"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="200"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="500"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="1000"} 1
+cctrace_request_messages_bucket{kind="auxiliary",le="+Inf"} 1
+cctrace_request_messages_sum{kind="auxiliary"} 1
+cctrace_request_messages_count{kind="auxiliary"} 1
+cctrace_request_messages_bucket{kind="compaction",le="1"} 0
+cctrace_request_messages_bucket{kind="compaction",le="2"} 0
+cctrace_request_messages_bucket{kind="compaction",le="5"} 0
+cctrace_request_messages_bucket{kind="compaction",le="10"} 0
+cctrace_request_messages_bucket{kind="compaction",le="20"} 0
+cctrace_request_messages_bucket{kind="compaction",le="50"} 1
+cctrace_request_messages_bucket{kind="compaction",le="100"} 1
+cctrace_request_messages_bucket{kind="compaction",le="200"} 1
+cctrace_request_messages_bucket{kind="compaction",le="500"} 1
+cctrace_request_messages_bucket{kind="compaction",le="1000"} 1
+cctrace_request_messages_bucket{kind="compaction",le="+Inf"} 1
+cctrace_request_messages_sum{kind="compaction"} 40
+cctrace_request_messages_count{kind="compaction"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="1"} 0
+cctrace_request_messages_bucket{kind="count_tokens",le="2"} 0
+cctrace_request_messages_bucket{kind="count_tokens",le="5"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="10"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="20"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="50"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="100"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="200"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="500"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="1000"} 1
+cctrace_request_messages_bucket{kind="count_tokens",le="+Inf"} 1
+cctrace_request_messages_sum{kind="count_tokens"} 4
+cctrace_request_messages_count{kind="count_tokens"} 1
+cctrace_request_messages_bucket{kind="subagent",le="1"} 1
+cctrace_request_messages_bucket{kind="subagent",le="2"} 1
+cctrace_request_messages_bucket{kind="subagent",le="5"} 1
+cctrace_request_messages_bucket{kind="subagent",le="10"} 1
+cctrace_request_messages_bucket{kind="subagent",le="20"} 1
+cctrace_request_messages_bucket{kind="subagent",le="50"} 1
+cctrace_request_messages_bucket{kind="subagent",le="100"} 1
+cctrace_request_messages_bucket{kind="subagent",le="200"} 1
+cctrace_request_messages_bucket{kind="subagent",le="500"} 1
+cctrace_request_messages_bucket{kind="subagent",le="1000"} 1
+cctrace_request_messages_bucket{kind="subagent",le="+Inf"} 1
+cctrace_request_messages_sum{kind="subagent"} 1
+cctrace_request_messages_count{kind="subagent"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="1"} 0
+cctrace_request_messages_bucket{kind="tool_results",le="2"} 0
+cctrace_request_messages_bucket{kind="tool_results",le="5"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="10"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="20"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="50"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="100"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="200"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="500"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="1000"} 1
+cctrace_request_messages_bucket{kind="tool_results",le="+Inf"} 1
+cctrace_request_messages_sum{kind="tool_results"} 3
+cctrace_request_messages_count{kind="tool_results"} 1
+cctrace_request_messages_bucket{kind="turn",le="1"} 2
+cctrace_request_messages_bucket{kind="turn",le="2"} 4
+cctrace_request_messages_bucket{kind="turn",le="5"} 4
+cctrace_request_messages_bucket{kind="turn",le="10"} 4
+cctrace_request_messages_bucket{kind="turn",le="20"} 4
+cctrace_request_messages_bucket{kind="turn",le="50"} 4
+cctrace_request_messages_bucket{kind="turn",le="100"} 4
+cctrace_request_messages_bucket{kind="turn",le="200"} 4
+cctrace_request_messages_bucket{kind="turn",le="500"} 4
+cctrace_request_messages_bucket{kind="turn",le="1000"} 4
+cctrace_request_messages_bucket{kind="turn",le="+Inf"} 4
+cctrace_request_messages_sum{kind="turn"} 6
+cctrace_request_messages_count{kind="turn"} 4
+`
+
+// Turn durations (s): 12 and 40. Tool durations (s): Read 0.2, Bash 0.4, Agent 7.
+const wantTurnToolHistograms = `
+# HELP cctrace_turn_duration_seconds Duration of agentic turns, from the human prompt to the final response.
+# TYPE cctrace_turn_duration_seconds histogram
+cctrace_turn_duration_seconds_bucket{le="1"} 0
+cctrace_turn_duration_seconds_bucket{le="2.5"} 0
+cctrace_turn_duration_seconds_bucket{le="5"} 0
+cctrace_turn_duration_seconds_bucket{le="10"} 0
+cctrace_turn_duration_seconds_bucket{le="30"} 1
+cctrace_turn_duration_seconds_bucket{le="60"} 2
+cctrace_turn_duration_seconds_bucket{le="120"} 2
+cctrace_turn_duration_seconds_bucket{le="300"} 2
+cctrace_turn_duration_seconds_bucket{le="600"} 2
+cctrace_turn_duration_seconds_bucket{le="1200"} 2
+cctrace_turn_duration_seconds_bucket{le="1800"} 2
+cctrace_turn_duration_seconds_bucket{le="3600"} 2
+cctrace_turn_duration_seconds_bucket{le="+Inf"} 2
+cctrace_turn_duration_seconds_sum 52
+cctrace_turn_duration_seconds_count 2
+# HELP cctrace_tool_duration_seconds Tool round trips, from the end of the tool_use block to the arrival of its result.
+# TYPE cctrace_tool_duration_seconds histogram
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.01"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.05"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.1"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.25"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.5"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="1"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="2.5"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="5"} 0
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="10"} 1
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="30"} 1
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="60"} 1
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="120"} 1
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="300"} 1
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="600"} 1
+cctrace_tool_duration_seconds_bucket{tool="Agent",le="+Inf"} 1
+cctrace_tool_duration_seconds_sum{tool="Agent"} 7
+cctrace_tool_duration_seconds_count{tool="Agent"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.01"} 0
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.05"} 0
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.1"} 0
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.25"} 0
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.5"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="1"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="2.5"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="5"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="10"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="30"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="60"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="120"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="300"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="600"} 1
+cctrace_tool_duration_seconds_bucket{tool="Bash",le="+Inf"} 1
+cctrace_tool_duration_seconds_sum{tool="Bash"} 0.4
+cctrace_tool_duration_seconds_count{tool="Bash"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="0.01"} 0
+cctrace_tool_duration_seconds_bucket{tool="Read",le="0.05"} 0
+cctrace_tool_duration_seconds_bucket{tool="Read",le="0.1"} 0
+cctrace_tool_duration_seconds_bucket{tool="Read",le="0.25"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="0.5"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="1"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="2.5"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="5"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="10"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="30"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="60"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="120"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="300"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="600"} 1
+cctrace_tool_duration_seconds_bucket{tool="Read",le="+Inf"} 1
+cctrace_tool_duration_seconds_sum{tool="Read"} 0.2
+cctrace_tool_duration_seconds_count{tool="Read"} 1
+`
+
+func TestScenario(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.SessionsActive(2)
+	feed(m, scenario()...)
+	m.SessionsActive(1)
+
+	// The float sum of the four sonnet costs, 0.08928 + 0.00864 + 0.18 + 0.0285 = 0.30642 $, as
+	// the counter adds them.
+	sonnetCost := 0.08928
+	for _, c := range []float64{0.00864, 0.18, 0.0285} {
+		sonnetCost += c
+	}
+	if d := sonnetCost - 0.30642; d > 1e-15 || d < -1e-15 {
+		t.Fatalf("hand sum %v is not 0.30642", sonnetCost)
+	}
+
+	checked := map[string]bool{}
+	for _, tc := range []struct {
+		name  string
+		want  string
+		names []string
+	}{
+		{"counters", fmt.Sprintf(wantCounters, formatFloat(sonnetCost)), []string{
+			nameTokens, nameCacheCreation, nameCost, nameUnpriced, nameRequests, nameContentBlocks,
+			nameCompactions, nameTurns, nameToolCalls, nameSubagents, nameSessionsActive,
+		}},
+		{"request histograms", wantRequestHistograms, []string{nameRequestDuration, nameTTFT}},
+		{"size histograms", wantSizeHistograms, []string{nameContextTokens, nameRequestMessages}},
+		{"turn and tool histograms", wantTurnToolHistograms, []string{nameTurnDuration, nameToolDuration}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(tc.want), tc.names...); err != nil {
+				t.Error(err)
+			}
+		})
+		for _, n := range tc.names {
+			checked[n] = true
+		}
+	}
+	for _, n := range MetricNames {
+		if !checked[n] {
+			t.Errorf("%s is not compared", n)
+		}
+	}
+}
+
+// formatFloat prints v as the text exposition does.
+func formatFloat(v float64) string { return fmt.Sprint(v) }
+
+func TestCostUsesServedModelWhenRequestedIsUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name, requested, served, label string
+		wantCost                       string
+	}{
+		// 1000 input tokens of Haiku 4.5 cost $0.001.
+		{"body not decoded", "", haiku, haiku, "0.001"},
+		{"alias requested", "my-gateway-alias", haiku, "my-gateway-alias", "0.001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, reg := newMetrics(t)
+			feed(m, chatSpec{trace: 1, model: tc.requested, servedModel: tc.served, kind: instrument.RequestTurn,
+				start: 0, end: 100, status: 200, stop: "end_turn", usage: &wire.Usage{InputTokens: 1000}}.span())
+			want := fmt.Sprintf(`
+# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model.
+# TYPE cctrace_cost_usd_total counter
+cctrace_cost_usd_total{model=%q} %s
+`, tc.label, tc.wantCost)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameCost, nameUnpriced); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestExemplarsOnOpenMetricsScrape(t *testing.T) {
+	m, reg := newMetrics(t)
+	feed(m,
+		chatSpec{trace: 0xab, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 2000, firstChunk: 300,
+			status: 200, stop: "end_turn", messages: 1, usage: &wire.Usage{InputTokens: 10, OutputTokens: 20}}.span(),
+		toolSpan(0xab, "Read", "success", 2000, 2100),
+		turnSpan(0xab, "end_turn", 0, 3000),
+	)
+	srv := httptest.NewServer(Handler(reg))
+	defer srv.Close()
+
+	scrape := func(t *testing.T, accept string) string {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		return string(body)
+	}
+
+	const trace = `trace_id="abababababababababababababababab"`
+	om := scrape(t, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+	for _, pattern := range []string{
+		`cctrace_requests_total\{code="200",kind="turn",model="` + sonnet + `",stop_reason="end_turn"\} 1(\.0)? # \{` + trace + `\} 1(\.0)? `,
+		`cctrace_tokens_total\{model="` + sonnet + `",type="output"\} 20(\.0)? # \{` + trace + `\} 20(\.0)? `,
+		`cctrace_cost_usd_total\{model="` + sonnet + `"\} \S+ # \{` + trace + `\} `,
+		`cctrace_request_duration_seconds_bucket\{kind="turn",model="` + sonnet + `",le="2.56"\} 1 # \{` + trace + `\} 2(\.0)? `,
+		`cctrace_time_to_first_token_seconds_bucket\{model="` + sonnet + `",le="0.32"\} 1 # \{` + trace + `\} 0.3 `,
+		`cctrace_tool_calls_total\{outcome="success",tool="Read"\} 1(\.0)? # \{` + trace + `\} 1(\.0)? `,
+		`cctrace_turn_duration_seconds_bucket\{le="5(\.0)?"\} 1 # \{` + trace + `\} 3(\.0)? `,
+	} {
+		if !regexp.MustCompile(`(?m)^` + pattern).MatchString(om) {
+			t.Errorf("OpenMetrics scrape has no line matching %s", pattern)
+		}
+	}
+	if !strings.HasSuffix(om, "# EOF\n") {
+		t.Error("OpenMetrics scrape does not end with # EOF")
+	}
+
+	if text := scrape(t, "text/plain"); strings.Contains(text, "trace_id") {
+		t.Error("the Prometheus text format cannot carry exemplars, yet a trace id appears in it")
+	}
+}
+
+func TestNoExemplarWithoutTraceID(t *testing.T) {
+	m, reg := newMetrics(t)
+	s := toolSpan(0, "Read", "success", 0, 100)
+	feed(m, s)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != nameToolCalls {
+			continue
+		}
+		if ex := mf.GetMetric()[0].GetCounter().GetExemplar(); ex != nil {
+			t.Errorf("exemplar %v on a span without a trace id", ex)
+		}
+		return
+	}
+	t.Fatalf("%s not gathered", nameToolCalls)
+}
+
+func TestLabelCaps(t *testing.T) {
+	m, reg := newMetrics(t, WithMaxToolNames(2), WithMaxModels(1))
+	feed(m,
+		toolSpan(1, "Read", "success", 0, 100),
+		toolSpan(1, "mcp__github__create_issue", "success", 0, 100),
+		toolSpan(1, "mcp__slack__post", "error", 0, 100),
+		toolSpan(1, "Read", "error", 0, 100),
+		toolSpan(1, "Write", "success", 0, 100),
+		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 100, status: 200}.span(),
+		chatSpec{trace: 1, model: haiku, kind: instrument.RequestAuxiliary, start: 0, end: 100, status: 200}.span(),
+		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 100, status: 200}.span(),
+	)
+	const want = `
+# HELP cctrace_tool_calls_total Tool calls by tool and outcome.
+# TYPE cctrace_tool_calls_total counter
+cctrace_tool_calls_total{outcome="error",tool="Read"} 1
+cctrace_tool_calls_total{outcome="error",tool="other"} 1
+cctrace_tool_calls_total{outcome="success",tool="Read"} 1
+cctrace_tool_calls_total{outcome="success",tool="mcp__github__create_issue"} 1
+cctrace_tool_calls_total{outcome="success",tool="other"} 1
+# HELP cctrace_requests_total API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.
+# TYPE cctrace_requests_total counter
+cctrace_requests_total{code="200",kind="auxiliary",model="other",stop_reason="none"} 1
+cctrace_requests_total{code="200",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="none"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameToolCalls, nameRequests); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLabelValuesAreCleaned(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"  Read ", "Read"},
+		{"bad\xff\xfeutf8", "bad\uFFFDutf8"}, // one replacement per run of invalid bytes
+		{strings.Repeat("a", 200), strings.Repeat("a", maxLabelBytes)},
+		{strings.Repeat("é", 100), strings.Repeat("é", maxLabelBytes/2)},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := cleanLabel(tc.in); got != tc.want {
+				t.Errorf("cleanLabel(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	t.Run("a sink fed garbage does not panic", func(t *testing.T) {
+		m, reg := newMetrics(t)
+		feed(m,
+			toolSpan(1, "\xff\xfe", "\xff", 0, 100),
+			&instrument.Span{Kind: instrument.KindChat}, // no Chat
+			&instrument.Span{Kind: instrument.KindTool}, // no Tool
+			&instrument.Span{Kind: instrument.KindTurn, Start: at(100), End: at(0)},
+			&instrument.Span{Kind: instrument.KindSubagent},
+			&instrument.Span{Kind: instrument.KindChat, Chat: &instrument.Chat{Messages: -1}},
+			nil,
+		)
+		const want = `
+# HELP cctrace_tool_calls_total Tool calls by tool and outcome.
+# TYPE cctrace_tool_calls_total counter
+cctrace_tool_calls_total{outcome="unknown",tool="unknown"} 1
+cctrace_tool_calls_total{outcome="�",tool="�"} 1
+# HELP cctrace_turns_total Finished agentic turns by outcome.
+# TYPE cctrace_turns_total counter
+cctrace_turns_total{outcome="unknown"} 1
+# HELP cctrace_subagents_total Subagent runs by subagent type.
+# TYPE cctrace_subagents_total counter
+cctrace_subagents_total{type="unknown"} 1
+# HELP cctrace_requests_total API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.
+# TYPE cctrace_requests_total counter
+cctrace_requests_total{code="error",kind="other",model="unknown",stop_reason="none"} 1
+# HELP cctrace_turn_duration_seconds Duration of agentic turns, from the human prompt to the final response.
+# TYPE cctrace_turn_duration_seconds histogram
+cctrace_turn_duration_seconds_bucket{le="1"} 0
+cctrace_turn_duration_seconds_bucket{le="2.5"} 0
+cctrace_turn_duration_seconds_bucket{le="5"} 0
+cctrace_turn_duration_seconds_bucket{le="10"} 0
+cctrace_turn_duration_seconds_bucket{le="30"} 0
+cctrace_turn_duration_seconds_bucket{le="60"} 0
+cctrace_turn_duration_seconds_bucket{le="120"} 0
+cctrace_turn_duration_seconds_bucket{le="300"} 0
+cctrace_turn_duration_seconds_bucket{le="600"} 0
+cctrace_turn_duration_seconds_bucket{le="1200"} 0
+cctrace_turn_duration_seconds_bucket{le="1800"} 0
+cctrace_turn_duration_seconds_bucket{le="3600"} 0
+cctrace_turn_duration_seconds_bucket{le="+Inf"} 0
+cctrace_turn_duration_seconds_sum 0
+cctrace_turn_duration_seconds_count 0
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+			nameToolCalls, nameTurns, nameSubagents, nameRequests, nameTurnDuration); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestPromlint(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.SessionsActive(1)
+	feed(m, scenario()...)
+	problems, err := promlint.NewWithMetricFamilies(mustGather(t, reg)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func mustGather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+func TestMetricNames(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.SessionsActive(1)
+	feed(m, scenario()...)
+	var gathered []string
+	for _, mf := range mustGather(t, reg) {
+		if strings.HasPrefix(mf.GetName(), "cctrace_") {
+			gathered = append(gathered, mf.GetName())
+		}
+	}
+	want := m.Names()
+	slices.Sort(want)
+	if !slices.Equal(gathered, want) {
+		t.Errorf("gathered cctrace families %v, Names() %v", gathered, want)
+	}
+	if !slices.Equal(m.Names(), MetricNames) {
+		t.Error("Names() differs from MetricNames")
+	}
+	for _, prefix := range []string{"go_", "process_"} {
+		found := false
+		for _, mf := range mustGather(t, reg) {
+			found = found || strings.HasPrefix(mf.GetName(), prefix)
+		}
+		if !found {
+			t.Errorf("no %s* metrics: New must register the runtime collectors", prefix)
+		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	t.Run("nil registerer", func(t *testing.T) {
+		if _, err := New(nil); err == nil {
+			t.Error("New(nil): no error")
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"zero tool names", WithMaxToolNames(0), "max tool names must be at least 1, got 0"},
+		{"negative models", WithMaxModels(-3), "max models must be at least 1, got -3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(prometheus.NewRegistry(), tc.opt)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("registered twice", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		if _, err := New(reg); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(reg)
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			t.Errorf("second New on one registry: %v, want a wrapped AlreadyRegisteredError", err)
+		}
+	})
+	t.Run("runtime collectors already registered", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if _, err := New(reg); err != nil {
+			t.Errorf("New: %v", err)
+		}
+	})
+	t.Run("custom prices", func(t *testing.T) {
+		p, err := ParsePrices([]byte(`{"version": "t", "models": [{"ids": ["mystery-model-1"], "input": 1000000}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, reg := newMetrics(t, WithPrices(p), WithPrices(nil))
+		feed(m, chatSpec{trace: 1, model: "mystery-model-1", kind: instrument.RequestTurn, start: 0, end: 100,
+			status: 200, stop: "end_turn", usage: &wire.Usage{InputTokens: 3}}.span(),
+			chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 100,
+				status: 200, stop: "end_turn", usage: &wire.Usage{InputTokens: 3}}.span())
+		const want = `
+# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model.
+# TYPE cctrace_cost_usd_total counter
+cctrace_cost_usd_total{model="mystery-model-1"} 3
+# HELP cctrace_unpriced_requests_total Requests with usage whose model is not in the price table, so their cost is not counted.
+# TYPE cctrace_unpriced_requests_total counter
+cctrace_unpriced_requests_total{model="claude-sonnet-4-5-20250929"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameCost, nameUnpriced); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestCacheCreationSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		usage wire.Usage
+		want  string
+	}{
+		{"no split reported: no series", wire.Usage{CacheCreationInputTokens: 700}, ""},
+		{"1h only", wire.Usage{CacheCreationInputTokens: 700, CacheCreation1h: 700}, `
+# HELP cctrace_cache_creation_tokens_total Cache write tokens by TTL (5m or 1h), when the upstream reports the split.
+# TYPE cctrace_cache_creation_tokens_total counter
+cctrace_cache_creation_tokens_total{model="claude-haiku-4-5-20251001",ttl="1h"} 700
+cctrace_cache_creation_tokens_total{model="claude-haiku-4-5-20251001",ttl="5m"} 0
+`},
+		{"5m only", wire.Usage{CacheCreationInputTokens: 700, CacheCreation5m: 700}, `
+# HELP cctrace_cache_creation_tokens_total Cache write tokens by TTL (5m or 1h), when the upstream reports the split.
+# TYPE cctrace_cache_creation_tokens_total counter
+cctrace_cache_creation_tokens_total{model="claude-haiku-4-5-20251001",ttl="1h"} 0
+cctrace_cache_creation_tokens_total{model="claude-haiku-4-5-20251001",ttl="5m"} 700
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, reg := newMetrics(t)
+			u := tc.usage
+			feed(m, chatSpec{trace: 1, model: haiku, kind: instrument.RequestAuxiliary, start: 0, end: 100,
+				status: 200, stop: "end_turn", usage: &u}.span())
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(tc.want), nameCacheCreation); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestRequestWithoutBody(t *testing.T) {
+	// A body over the parse limit: no model in the request, no message count, and a transport
+	// failure, so no model in the response either.
+	m, reg := newMetrics(t)
+	feed(m, chatSpec{trace: 1, kind: instrument.RequestOther, start: 0, end: 100, status: 200,
+		err: "unexpected EOF"}.span())
+	const want = `
+# HELP cctrace_request_messages Messages carried by each API request.
+# TYPE cctrace_request_messages histogram
+cctrace_request_messages_bucket{kind="other",le="1"} 1
+cctrace_request_messages_bucket{kind="other",le="2"} 1
+cctrace_request_messages_bucket{kind="other",le="5"} 1
+cctrace_request_messages_bucket{kind="other",le="10"} 1
+cctrace_request_messages_bucket{kind="other",le="20"} 1
+cctrace_request_messages_bucket{kind="other",le="50"} 1
+cctrace_request_messages_bucket{kind="other",le="100"} 1
+cctrace_request_messages_bucket{kind="other",le="200"} 1
+cctrace_request_messages_bucket{kind="other",le="500"} 1
+cctrace_request_messages_bucket{kind="other",le="1000"} 1
+cctrace_request_messages_bucket{kind="other",le="+Inf"} 1
+cctrace_request_messages_sum{kind="other"} 0
+cctrace_request_messages_count{kind="other"} 1
+# HELP cctrace_requests_total API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.
+# TYPE cctrace_requests_total counter
+cctrace_requests_total{code="error",kind="other",model="unknown",stop_reason="none"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameRequestMessages, nameRequests, nameTokens, nameCost); err != nil {
+		t.Error(err)
+	}
+}

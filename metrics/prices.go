@@ -1,0 +1,288 @@
+package metrics
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// pricesJSON is the built-in price table. Its "version" and "source" fields say when and where
+// the rates were read; update both with the rates.
+//
+//go:embed prices.json
+var pricesJSON []byte
+
+// Prices is a versioned table of per-model token prices, read with ParsePrices or LoadPrices, or
+// the built-in table from DefaultPrices. A Prices is immutable and safe for concurrent use.
+// The zero value holds no models: every lookup fails.
+type Prices struct {
+	// Version identifies the table, conventionally the date its rates were read (2026-11-29).
+	Version string
+	// Source says where the rates come from.
+	Source string
+
+	models []ModelPrice
+	exact  map[string]*ModelPrice // every listed id, as listed
+	family map[string]*ModelPrice // Family(id) of every listed id
+}
+
+// ModelPrice is the price of one model: the ids it answers to and its rates. The zero value
+// prices everything at zero.
+type ModelPrice struct {
+	// Name is a human name, e.g. "Claude Sonnet 4.5".
+	Name string `json:"name"`
+	// IDs are the model ids priced here. Family forms ("claude-sonnet-4-5") also match dated,
+	// provider-prefixed and [1m] ids; a full id ("claude-sonnet-4-5-20250929") matches only itself
+	// and wins over the family.
+	IDs []string `json:"ids"`
+	Rates
+	// LongContext, when set, replaces Rates for requests with more input than its threshold.
+	LongContext *LongContext `json:"long_context,omitempty"`
+}
+
+// Rates are USD per million tokens. The zero value is free.
+type Rates struct {
+	Input        float64 `json:"input"`          // uncached input tokens
+	Output       float64 `json:"output"`         // output tokens
+	CacheRead    float64 `json:"cache_read"`     // cache hits and refreshes
+	CacheWrite5m float64 `json:"cache_write_5m"` // cache writes with the default 5-minute TTL
+	CacheWrite1h float64 `json:"cache_write_1h"` // cache writes with the 1-hour TTL
+}
+
+// LongContext is a price tier for long prompts: when a request's total input (uncached, cache
+// reads and cache writes) is above AboveInputTokens, every token of it is priced at these rates.
+type LongContext struct {
+	AboveInputTokens int `json:"above_input_tokens"`
+	Rates
+}
+
+// priceFile is the JSON form of a price table.
+type priceFile struct {
+	Version string       `json:"version"`
+	Source  string       `json:"source"`
+	Notes   []string     `json:"notes"`
+	Models  []ModelPrice `json:"models"`
+}
+
+var defaultPrices = sync.OnceValue(func() *Prices {
+	p, err := ParsePrices(pricesJSON)
+	if err != nil {
+		// The embedded table is checked by TestDefaultPrices; reaching this is a build defect.
+		panic(fmt.Sprintf("metrics: embedded prices.json: %v", err))
+	}
+	return p
+})
+
+// DefaultPrices returns the built-in price table (metrics/prices.json, embedded at build time).
+func DefaultPrices() *Prices { return defaultPrices() }
+
+// LoadPrices reads a price table from a JSON file, for the --pricing FILE flag. The format is that
+// of the built-in metrics/prices.json:
+//
+//	{
+//	  "version": "2026-11-29",                 // required: when the rates were read
+//	  "source": "https://…",                   // optional: where they come from
+//	  "notes": ["…"],                          // optional, ignored
+//	  "models": [                              // required, at least one
+//	    {
+//	      "name": "Claude Sonnet 4.5",         // optional
+//	      "ids": ["claude-sonnet-4-5"],        // required: family ids or exact ids
+//	      "input": 3, "output": 15,            // USD per million tokens, all >= 0
+//	      "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6,
+//	      "long_context": {                    // optional tier for long prompts
+//	        "above_input_tokens": 200000,
+//	        "input": 6, "output": 22.5, "cache_read": 0.6,
+//	        "cache_write_5m": 7.5, "cache_write_1h": 12
+//	      }
+//	    }
+//	  ]
+//	}
+//
+// (JSON has no comments: the ones above only explain the fields.) Unknown fields, negative or
+// non-finite rates, models without ids and ids listed twice are errors. The file replaces the
+// built-in table entirely; models it does not list are unpriced.
+func LoadPrices(path string) (*Prices, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading price table: %w", err)
+	}
+	p, err := ParsePrices(b)
+	if err != nil {
+		return nil, fmt.Errorf("price table %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// ParsePrices parses a price table in the format LoadPrices documents.
+func ParsePrices(b []byte) (*Prices, error) {
+	var f priceFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parsing: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("parsing: trailing data after the table")
+	}
+	if strings.TrimSpace(f.Version) == "" {
+		return nil, errors.New(`missing "version"`)
+	}
+	if len(f.Models) == 0 {
+		return nil, errors.New(`no "models"`)
+	}
+	p := &Prices{
+		Version: f.Version,
+		Source:  f.Source,
+		models:  f.Models,
+		exact:   make(map[string]*ModelPrice),
+		family:  make(map[string]*ModelPrice),
+	}
+	for i := range p.models {
+		m := &p.models[i]
+		if err := m.validate(); err != nil {
+			return nil, fmt.Errorf("model %d (%s): %w", i, m.Name, err)
+		}
+		for _, id := range m.IDs {
+			if prev, dup := p.exact[id]; dup {
+				return nil, fmt.Errorf("model %d (%s): id %q already listed for %s", i, m.Name, id, prev.Name)
+			}
+			p.exact[id] = m
+		}
+	}
+	// A family form listed as such wins over the family of a fully dated id.
+	for pass := range 2 {
+		for i := range p.models {
+			m := &p.models[i]
+			for _, id := range m.IDs {
+				fam := Family(id)
+				if (fam == id) != (pass == 0) {
+					continue
+				}
+				if _, taken := p.family[fam]; !taken {
+					p.family[fam] = m
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+func (m *ModelPrice) validate() error {
+	if len(m.IDs) == 0 {
+		return errors.New(`no "ids"`)
+	}
+	for _, id := range m.IDs {
+		if strings.TrimSpace(id) == "" {
+			return errors.New("empty id")
+		}
+	}
+	if err := m.Rates.validate(); err != nil {
+		return err
+	}
+	if lc := m.LongContext; lc != nil {
+		if lc.AboveInputTokens <= 0 {
+			return errors.New(`long_context: "above_input_tokens" must be positive`)
+		}
+		if err := lc.Rates.validate(); err != nil {
+			return fmt.Errorf("long_context: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r Rates) validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"input", r.Input}, {"output", r.Output}, {"cache_read", r.CacheRead},
+		{"cache_write_5m", r.CacheWrite5m}, {"cache_write_1h", r.CacheWrite1h},
+	} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%q must be a non-negative number, got %v", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// Lookup finds the price of a model id as the upstream or client reported it: by exact id first,
+// then by Family(model). It reports false when the table does not know the model.
+func (p *Prices) Lookup(model string) (*ModelPrice, bool) {
+	if p == nil || model == "" {
+		return nil, false
+	}
+	if m, ok := p.exact[model]; ok {
+		return m, true
+	}
+	m, ok := p.family[Family(model)]
+	return m, ok
+}
+
+// Cost returns the USD cost of one request's usage on model, and false when the model is unpriced.
+func (p *Prices) Cost(model string, u wire.Usage) (float64, bool) {
+	m, ok := p.Lookup(model)
+	if !ok {
+		return 0, false
+	}
+	return m.Cost(u), true
+}
+
+// Cost returns the USD cost of one request's usage. Cache writes are priced by TTL when the
+// upstream reported the split; writes it did not attribute to a TTL (all of them, when there is no
+// split) are priced at the 5-minute rate, which is the API's default TTL.
+func (m *ModelPrice) Cost(u wire.Usage) float64 {
+	r := m.Rates
+	if lc := m.LongContext; lc != nil && u.TotalInput() > lc.AboveInputTokens {
+		r = lc.Rates
+	}
+	w5m, w1h := u.CacheCreation5m, u.CacheCreation1h
+	if rest := u.CacheCreationInputTokens - w5m - w1h; rest > 0 {
+		w5m += rest
+	}
+	micro := float64(u.InputTokens)*r.Input +
+		float64(u.OutputTokens)*r.Output +
+		float64(u.CacheReadInputTokens)*r.CacheRead +
+		float64(w5m)*r.CacheWrite5m +
+		float64(w1h)*r.CacheWrite1h
+	return micro / 1e6
+}
+
+var (
+	bedrockVersion = regexp.MustCompile(`-v\d+(:\d+)?$`)
+	dateSuffix     = regexp.MustCompile(`-\d{8}$`)
+	dottedVersion  = regexp.MustCompile(`(\d)\.(\d)`)
+)
+
+// Family reduces a model id to the form the price table lists: lower case, without a provider
+// prefix ("anthropic/", "us.anthropic.", an ARN up to its last "/"), a context suffix ("[1m]"),
+// a Vertex "@date", a Bedrock "-v1:0", "-latest" or a date suffix ("-20250929"), and with
+// dotted versions spelled with dashes ("claude-opus-4.5" → "claude-opus-4-5").
+func Family(model string) string {
+	s := strings.ToLower(strings.TrimSpace(model))
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		s = s[i+1:]
+	}
+	if i := strings.LastIndex(s, "anthropic."); i >= 0 {
+		s = s[i+len("anthropic."):]
+	}
+	if i := strings.IndexByte(s, '['); i >= 0 && strings.HasSuffix(s, "]") {
+		s = s[:i]
+	}
+	if i := strings.IndexByte(s, '@'); i >= 0 {
+		s = s[:i]
+	}
+	s = bedrockVersion.ReplaceAllString(s, "")
+	s = strings.TrimSuffix(s, "-latest")
+	s = dateSuffix.ReplaceAllString(s, "")
+	return dottedVersion.ReplaceAllString(s, "$1-$2")
+}
