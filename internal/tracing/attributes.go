@@ -208,6 +208,14 @@ func (b attributeSet) chat(a *attrs, s *instrument.Span) {
 		a.str(keyRequestPrompt, c.Prompt)
 	}
 	request(a, &c.Request)
+	if c.Request.Body != nil {
+		// The tracker drops Body.Messages once tracked and keeps their count in Messages.
+		messages := c.Messages
+		if messages == 0 {
+			messages = len(c.Request.Body.Messages)
+		}
+		a.add(keyRequestMessages.Int(messages))
+	}
 	if c.Response != nil {
 		response(a, &c.Request, c.Response)
 	}
@@ -232,7 +240,6 @@ func request(a *attrs, r *wire.Request) {
 	a.positive(semconv.GenAIRequestMaxTokensKey, body.MaxTokens)
 	a.add(semconv.GenAIRequestStreamKey.Bool(body.Stream))
 	a.add(
-		keyRequestMessages.Int(len(body.Messages)),
 		keyRequestSystemBlocks.Int(body.System.Blocks),
 		keyRequestSystemBytes.Int(body.System.Bytes),
 		keyRequestCacheBreakpoints.Int(body.CacheBreakpoints),

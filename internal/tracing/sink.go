@@ -189,6 +189,8 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 		span = s.start(sp)
 	}
 
+	// The tracker may learn the name late (a subagent's type), so it is set again.
+	span.SetName(spanName(sp))
 	span.SetAttributes(s.attrs.spanAttributes(sp)...)
 	if t := sp.Turn; t != nil {
 		if !t.PlanModeEntered.IsZero() {

@@ -101,7 +101,7 @@ func turnSteps() []step {
 		TraceID: turnTrace, ID: sid(2), Parent: sid(1), Kind: instrument.KindChat, Name: "chat claude-opus-4-6",
 		Start: at(10), SessionID: "5f0c1e9a-session", TurnIndex: 3, Agent: "claude-code",
 		Chat: &instrument.Chat{
-			Kind: instrument.RequestTurn, Request: messagesRequest("claude-opus-4-6", 7), PlanMode: true,
+			Kind: instrument.RequestTurn, Request: messagesRequest("claude-opus-4-6", 0), Messages: 7, PlanMode: true,
 			Compacted: true, Prompt: "fix the flaky test",
 			NewBlocks: map[instrument.BlockKey]int{{Role: wire.RoleUser, Type: wire.BlockText}: 2},
 		},
@@ -116,7 +116,7 @@ func turnSteps() []step {
 		},
 	}
 	sub := &instrument.Span{
-		TraceID: turnTrace, ID: sid(4), Parent: sid(3), Kind: instrument.KindSubagent, Name: "invoke_agent Explore",
+		TraceID: turnTrace, ID: sid(4), Parent: sid(3), Kind: instrument.KindSubagent, Name: "invoke_agent general-purpose",
 		Start: at(950), SessionID: "5f0c1e9a-session", TurnIndex: 3, Agent: "Explore",
 		Subagent: &instrument.Subagent{Type: "Explore", AgentID: "a1b2c3"},
 	}
@@ -174,7 +174,7 @@ func turnSteps() []step {
 			}
 		}},
 		{span: sub, finish: func(s *instrument.Span) {
-			s.End, s.Status = at(2000), instrument.StatusOK
+			s.End, s.Status, s.Name = at(2000), instrument.StatusOK, "invoke_agent Explore"
 			s.Subagent.Requests, s.Subagent.Usage = 1, wire.Usage{InputTokens: 900, OutputTokens: 300}
 		}},
 		{span: tool, finish: func(s *instrument.Span) {
@@ -394,6 +394,7 @@ func TestSinkSpans(t *testing.T) {
 			kind: trace.SpanKindClient, start: at(3500), end: at(6000), status: sdktrace.Status{Code: codes.Ok},
 			attrs: map[attribute.Key]attribute.Value{
 				"cctrace.retry.attempt":     attribute.IntValue(1),
+				"cctrace.request.messages":  attribute.IntValue(9),
 				"gen_ai.usage.input_tokens": attribute.IntValue(10),
 			},
 			absent: []attribute.Key{"error.type"},
@@ -507,6 +508,26 @@ func TestSinkLifecycle(t *testing.T) {
 		Start: at(0), Agent: "claude-code",
 	}
 	noIDs := &instrument.Span{Kind: instrument.KindChat, Start: at(0), End: at(5)}
+	compactTurn := &instrument.Span{
+		TraceID: turnTrace, ID: sid(1), Kind: instrument.KindTurn, Name: "invoke_agent claude-code",
+		Start: at(0), End: at(50), Agent: "claude-code",
+		Turn: &instrument.Turn{Index: 4, Outcome: "compaction", Compaction: "manual"},
+	}
+	compactedReq := messagesRequest("claude-opus-4-6", 3)
+	compacted := &instrument.Span{
+		TraceID: turnTrace, ID: sid(2), Parent: sid(1), Kind: instrument.KindChat, Start: at(10), End: at(50),
+		Chat: &instrument.Chat{
+			Kind: instrument.RequestTurn, Request: compactedReq, Compacted: true,
+			Compaction: &instrument.Compaction{Trigger: "manual", MessagesBefore: 212, MessagesAfter: 3, ContextBefore: 150000},
+			Response:   &wire.Response{Status: 200, ParseError: "unexpected end of JSON input", Incomplete: true},
+		},
+	}
+	unparsed := &instrument.Span{
+		TraceID: turnTrace, ID: sid(3), Kind: instrument.KindChat, Start: at(10), End: at(50),
+		Chat: &instrument.Chat{Kind: instrument.RequestOther, Request: wire.Request{
+			Endpoint: wire.EndpointCountTokens, BodySize: 9, ParseError: "invalid character 'x'",
+		}, Response: &wire.Response{Status: 200, InputTokens: 1234}},
+	}
 	tests := []struct {
 		name    string
 		steps   []step
@@ -559,6 +580,51 @@ func TestSinkLifecycle(t *testing.T) {
 					if s.Name() != "chat" || s.SpanKind() != trace.SpanKindClient {
 						t.Errorf("name %q kind %v", s.Name(), s.SpanKind())
 					}
+				}
+			},
+		},
+		{
+			name:    "compaction",
+			steps:   []step{{span: compactTurn}, {span: compacted}, {span: unparsed}},
+			wantLen: 3,
+			check: func(t *testing.T, got map[instrument.SpanID]sdktrace.ReadOnlySpan) {
+				want := map[instrument.SpanID]map[attribute.Key]attribute.Value{
+					sid(1): {
+						"cctrace.compaction.trigger": attribute.StringValue("manual"),
+						"cctrace.turn.outcome":       attribute.StringValue("compaction"),
+						"cctrace.turn.index":         attribute.IntValue(4),
+					},
+					sid(2): {
+						"gen_ai.conversation.compacted":      attribute.BoolValue(true),
+						"cctrace.compaction.trigger":         attribute.StringValue("manual"),
+						"cctrace.compaction.messages_before": attribute.IntValue(212),
+						"cctrace.compaction.messages_after":  attribute.IntValue(3),
+						"cctrace.compaction.context_before":  attribute.IntValue(150000),
+						"cctrace.response.parse_error":       attribute.StringValue("unexpected end of JSON input"),
+						"cctrace.response.incomplete":        attribute.BoolValue(true),
+						"cctrace.request.messages":           attribute.IntValue(3),
+					},
+					sid(3): {
+						"cctrace.request.endpoint":          attribute.StringValue("count_tokens"),
+						"cctrace.request.parse_error":       attribute.StringValue("invalid character 'x'"),
+						"cctrace.count_tokens.input_tokens": attribute.IntValue(1234),
+						"cctrace.request.kind":              attribute.StringValue("other"),
+					},
+				}
+				for id, attrs := range want {
+					s := got[id]
+					if s == nil {
+						t.Fatalf("span %s missing", id)
+					}
+					have := attrMap(s)
+					for k, v := range attrs {
+						if have[k].Type() != v.Type() || have[k].String() != v.String() {
+							t.Errorf("span %s: %s = %s, want %s", id, k, have[k], v)
+						}
+					}
+				}
+				if _, ok := attrMap(got[sid(3)])["gen_ai.request.model"]; ok {
+					t.Error("gen_ai.request.model set without a decoded body")
 				}
 			},
 		},
