@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Markers Claude Code puts in request text.
@@ -53,14 +54,19 @@ type bodyParser struct {
 	// msgs keeps, per message, raw text that is only decoded once it is known which messages
 	// need it (the last one is only known at the end).
 	msgs []messageText
+	// results holds the raw first text of every tool_result, for the previews of the last
+	// message (one slice for the whole body rather than one per message).
+	results [][]byte
 }
 
 // messageText is what is remembered of a message's text while the body is being read.
 type messageText struct {
-	human    []byte   // raw first human text block
-	results  [][]byte // raw first text of each tool_result, in order
-	planMode bool     // a text block carries the Plan Mode reminder
-	compact  bool     // a text block carries the /compact command
+	human []byte // raw first human text block
+	// resultsFrom and resultsTo delimit, in bodyParser.results, the raw first text of each of
+	// its tool_result blocks.
+	resultsFrom, resultsTo int
+	planMode               bool // a text block carries the Plan Mode reminder
+	compact                bool // a text block carries the /compact command
 }
 
 func (p *bodyParser) parse() bool {
@@ -104,9 +110,7 @@ func (p *bodyParser) parse() bool {
 			r.peek()
 			start := r.i
 			if r.array(p.message) {
-				h := fnv.New64a()
-				h.Write(r.b[start:r.i])
-				p.out.HistoryHash = h.Sum64()
+				p.out.HistoryHash = xxhash.Sum64(r.b[start:r.i])
 			}
 		default:
 			r.skip()
@@ -139,19 +143,19 @@ func (p *bodyParser) system() {
 	sys := &p.out.System
 	switch r.peek() {
 	case '"':
-		raw, _ := r.str()
+		_, n, _ := r.strN()
 		sys.Blocks = 1
-		sys.Bytes = unquotedLen(raw)
+		sys.Bytes = n
 	case '[':
 		r.array(func() {
 			var blockType, text []byte
-			hasText := false
+			textLen, hasText := 0, false
 			r.object(func(key []byte) {
 				switch string(key) {
 				case "type":
 					blockType, _ = r.str()
 				case "text":
-					text, hasText = r.str()
+					text, textLen, hasText = r.strN()
 				case "cache_control":
 					p.cacheControl()
 				default:
@@ -162,7 +166,7 @@ func (p *bodyParser) system() {
 				return
 			}
 			sys.Blocks++
-			sys.Bytes += unquotedLen(text)
+			sys.Bytes += textLen
 			if sys.BillingHeader == "" && bytes.HasPrefix(text, []byte(billingHeaderPrefix)) {
 				sys.BillingHeader = unquotePrefix(text, PreviewLimit)
 				sys.Subagent = strings.Contains(sys.BillingHeader, subagentMarker)
@@ -227,10 +231,8 @@ func (p *bodyParser) message() {
 	case RoleAssistant:
 		m.ToolUseIDs = toolUseIDs
 		m.ToolResults = nil
-		text.results = nil
 	default:
 		m.ToolResults = nil
-		text.results = nil
 	}
 	p.out.Messages = append(p.out.Messages, m)
 	p.msgs = append(p.msgs, text)
@@ -245,11 +247,24 @@ func parseRole(s string) Role {
 	}
 }
 
+// parseBlockType maps a raw type name to a BlockType. It switches on string(b) so that the
+// comparison does not allocate.
 func parseBlockType(b []byte) BlockType {
-	switch t := BlockType(b); t {
-	case BlockText, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking,
-		BlockImage, BlockDocument:
-		return t
+	switch string(b) {
+	case "text":
+		return BlockText
+	case "tool_use":
+		return BlockToolUse
+	case "tool_result":
+		return BlockToolResult
+	case "thinking":
+		return BlockThinking
+	case "redacted_thinking":
+		return BlockRedactedThinking
+	case "image":
+		return BlockImage
+	case "document":
+		return BlockDocument
 	default:
 		return BlockOther
 	}
@@ -268,6 +283,7 @@ func (p *bodyParser) content(m *Message, text *messageText) []string {
 		return nil
 	}
 	var toolUseIDs []string
+	text.resultsFrom, text.resultsTo = len(p.results), len(p.results)
 	r.array(func() {
 		var blk contentBlock
 		r.object(func(key []byte) { p.blockMember(key, &blk) })
@@ -287,7 +303,8 @@ func (p *bodyParser) content(m *Message, text *messageText) []string {
 				Bytes:     blk.result.bytes,
 				AgentID:   blk.result.agentID,
 			})
-			text.results = append(text.results, blk.result.first)
+			p.results = append(p.results, blk.result.first)
+			text.resultsTo = len(p.results)
 		}
 	})
 	return toolUseIDs
@@ -338,8 +355,8 @@ func (p *bodyParser) blockMember(key []byte, blk *contentBlock) {
 // blocks count their text bytes and the others their raw JSON bytes.
 func (p *bodyParser) resultContent(rc *resultContent) {
 	r := &p.r
-	addText := func(raw []byte) {
-		rc.bytes += unquotedLen(raw)
+	addText := func(raw []byte, n int) {
+		rc.bytes += n
 		if rc.first == nil {
 			rc.first = raw
 		}
@@ -348,20 +365,20 @@ func (p *bodyParser) resultContent(rc *resultContent) {
 		}
 	}
 	if r.peek() == '"' {
-		raw, _ := r.str()
-		addText(raw)
+		raw, n, _ := r.strN()
+		addText(raw, n)
 		return
 	}
 	r.array(func() {
 		start := r.i
 		var typ, text []byte
-		hasText := false
+		textLen, hasText := 0, false
 		r.object(func(key []byte) {
 			switch string(key) {
 			case "type":
 				typ, _ = r.str()
 			case "text":
-				text, hasText = r.str()
+				text, textLen, hasText = r.strN()
 			case "cache_control":
 				p.cacheControl()
 			default:
@@ -369,7 +386,7 @@ func (p *bodyParser) resultContent(rc *resultContent) {
 			}
 		})
 		if string(typ) == "text" && hasText {
-			addText(text)
+			addText(text, textLen)
 			return
 		}
 		rc.bytes += len(bytes.TrimSpace(r.b[start:r.i]))
@@ -428,6 +445,11 @@ func isHumanText(raw []byte) bool {
 	if i == len(raw) {
 		return false
 	}
+	if rest := raw[i:]; len(rest) >= len(systemReminderTag) &&
+		bytes.IndexByte(rest[:len(systemReminderTag)], '\\') < 0 {
+		// Nothing escaped in the first bytes: compare them as they are, without decoding.
+		return !bytes.HasPrefix(rest, []byte(systemReminderTag))
+	}
 	head := unquotePrefix(raw[i:], len(systemReminderTag)+utf8.UTFMax)
 	return !strings.HasPrefix(strings.TrimLeft(head, " \t\r\n"), systemReminderTag)
 }
@@ -467,7 +489,7 @@ func (p *bodyParser) finish() {
 			msgs[last].Text = unquotePrefix(raw, HumanTextLimit)
 		}
 		results := msgs[last].ToolResults
-		for i, raw := range p.msgs[last].results {
+		for i, raw := range p.results[p.msgs[last].resultsFrom:p.msgs[last].resultsTo] {
 			if raw != nil && i < len(results) {
 				results[i].Preview = unquotePrefix(raw, PreviewLimit)
 			}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -22,6 +23,8 @@ type jsonReader struct {
 	i     int
 	depth int
 	err   error
+	// strLen is the decoded length of the last string rawString read.
+	strLen int
 }
 
 // maxJSONDepth bounds nesting, as encoding/json does, so hostile input cannot exhaust the stack.
@@ -164,6 +167,16 @@ func (r *jsonReader) str() ([]byte, bool) {
 	return s, r.err == nil
 }
 
+// strN reads a string value and returns its raw bytes and decoded length. Any other value is
+// skipped and gives nil, 0, false.
+func (r *jsonReader) strN() ([]byte, int, bool) {
+	raw, ok := r.str()
+	if !ok {
+		return nil, 0, false
+	}
+	return raw, r.strLen, true
+}
+
 // text reads a string value and decodes it; any other value gives "".
 func (r *jsonReader) text() string {
 	raw, ok := r.str()
@@ -303,17 +316,22 @@ var strPlain = func() (t [256]bool) {
 }()
 
 // rawString consumes a string starting at its opening quote and returns the bytes between the
-// quotes.
+// quotes. It also leaves the string's decoded length in r.strLen, so that sizes of content never
+// decoded cost nothing extra (invalid UTF-8 counts as its raw bytes).
 func (r *jsonReader) rawString() []byte {
 	b := r.b
 	i := r.i + 1
 	start := i
+	saved := 0 // bytes escapes take beyond what they decode to
 	for {
-		// The plain run is scanned eight bytes at a time when possible; the table lookup per byte
-		// is what bounds throughput on long content strings.
-		for i+8 <= len(b) && strPlain[b[i]] && strPlain[b[i+1]] && strPlain[b[i+2]] &&
-			strPlain[b[i+3]] && strPlain[b[i+4]] && strPlain[b[i+5]] && strPlain[b[i+6]] &&
-			strPlain[b[i+7]] {
+		// Eight bytes at a time while none is a quote, a backslash or a control character
+		// (SWAR: each test sets the high bit of a byte that matches); content strings are
+		// long, so this loop is most of the cost of a request body.
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if hasZeroByte(x^(swarOnes*'"'))|hasZeroByte(x^(swarOnes*'\\'))|hasByteLess(x, 0x20) != 0 {
+				break
+			}
 			i += 8
 		}
 		for i < len(b) && strPlain[b[i]] {
@@ -327,6 +345,7 @@ func (r *jsonReader) rawString() []byte {
 		switch c := b[i]; {
 		case c == '"':
 			r.i = i + 1
+			r.strLen = i - start - saved
 			return b[start:i]
 		case c == '\\':
 			if i+1 >= len(b) {
@@ -337,13 +356,25 @@ func (r *jsonReader) rawString() []byte {
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
+				saved++
 			case 'u':
 				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
 					r.i = i + 2
 					r.fail("in \\u hexadecimal character escape")
 					return nil
 				}
-				i += 6
+				ru := hex4(b[i+2:])
+				n := 6
+				if utf16.IsSurrogate(ru) {
+					ru = utf8.RuneError
+					if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' && isHex4(b[i+8:i+12]) {
+						if dec := utf16.DecodeRune(hex4(b[i+2:]), hex4(b[i+8:])); dec != utf8.RuneError {
+							ru, n = dec, 12
+						}
+					}
+				}
+				i += n
+				saved += n - utf8.RuneLen(ru)
 			default:
 				r.i = i + 1
 				r.fail("in string escape code")
@@ -356,6 +387,18 @@ func (r *jsonReader) rawString() []byte {
 		}
 	}
 }
+
+// SWAR helpers: swarOnes*c repeats byte c eight times.
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// hasZeroByte is non-zero when some byte of x is zero.
+func hasZeroByte(x uint64) uint64 { return (x - swarOnes) & ^x & swarHigh }
+
+// hasByteLess is non-zero when some byte of x is less than n (n <= 128).
+func hasByteLess(x uint64, n uint64) uint64 { return (x - swarOnes*n) & ^x & swarHigh }
 
 func isHex4(b []byte) bool {
 	for _, c := range b[:4] {
@@ -453,37 +496,6 @@ func appendUnquoted(dst, raw []byte, limit int) []byte {
 		}
 	}
 	return dst
-}
-
-// unquotedLen returns the decoded length of a raw JSON string without decoding it. Invalid UTF-8
-// is counted as its raw bytes.
-func unquotedLen(raw []byte) int {
-	n := len(raw)
-	for {
-		k := bytes.IndexByte(raw, '\\')
-		if k < 0 || k+1 >= len(raw) {
-			return n
-		}
-		if raw[k+1] != 'u' || k+6 > len(raw) {
-			n-- // two escape bytes become one
-			raw = raw[k+2:]
-			continue
-		}
-		ru := hex4(raw[k+2:])
-		consumed := 6
-		if utf16.IsSurrogate(ru) && k+12 <= len(raw) && raw[k+6] == '\\' && raw[k+7] == 'u' &&
-			isHex4(raw[k+8:]) {
-			if dec := utf16.DecodeRune(ru, hex4(raw[k+8:])); dec != utf8.RuneError {
-				ru = dec
-				consumed = 12
-			}
-		}
-		if utf16.IsSurrogate(ru) {
-			ru = utf8.RuneError
-		}
-		n -= consumed - utf8.RuneLen(ru)
-		raw = raw[k+consumed:]
-	}
 }
 
 // truncate cuts s to at most n bytes without splitting a rune.

@@ -119,7 +119,18 @@ func (d *StreamDecoder) appendLine(p []byte) {
 		d.line = nil
 		return
 	}
-	d.line = append(d.line, p...)
+	d.line = appendBounded(d.line, p, maxSSELine)
+}
+
+// appendBounded appends p to dst, never letting dst's capacity exceed limit (append's own growth
+// could overshoot it by half). len(dst)+len(p) must be at most limit.
+func appendBounded(dst, p []byte, limit int) []byte {
+	if need := len(dst) + len(p); need > cap(dst) {
+		grown := make([]byte, len(dst), min(max(2*cap(dst), need, 512), limit))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, p...)
 }
 
 func (d *StreamDecoder) skip(why string) {
@@ -157,9 +168,9 @@ func (d *StreamDecoder) processLine(line []byte, now time.Time) {
 			return
 		}
 		if d.hasData {
-			d.data = append(d.data, '\n')
+			d.data = appendBounded(d.data, []byte{'\n'}, maxSSELine)
 		}
-		d.data = append(d.data, value...)
+		d.data = appendBounded(d.data, value, maxSSELine)
 		d.hasData = true
 	}
 }
@@ -179,7 +190,7 @@ func (d *StreamDecoder) dispatch(now time.Time) {
 	case d.dataOver:
 		d.skip("SSE event data longer than 4 MiB")
 	case d.hasData:
-		if err := d.handleEvent(string(d.event), d.data, now); err != nil {
+		if err := d.handleEvent(d.event, d.data, now); err != nil {
 			d.skip(err.Error())
 		}
 	}
@@ -187,7 +198,7 @@ func (d *StreamDecoder) dispatch(now time.Time) {
 
 // sseEvent holds the members of one event's data object, as raw JSON.
 type sseEvent struct {
-	typ          string
+	typ          []byte
 	index        int
 	message      []byte
 	contentBlock []byte
@@ -196,13 +207,13 @@ type sseEvent struct {
 	err          []byte
 }
 
-func (d *StreamDecoder) handleEvent(name string, data []byte, now time.Time) error {
+func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	var ev sseEvent
 	r := jsonReader{b: data}
 	r.object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			ev.typ = r.text()
+			ev.typ, _ = r.str()
 		case "index":
 			ev.index = r.integer()
 		case "message":
@@ -222,10 +233,10 @@ func (d *StreamDecoder) handleEvent(name string, data []byte, now time.Time) err
 	if err := r.end(); err != nil {
 		return fmt.Errorf("decoding %s event: %w", name, err)
 	}
-	if ev.typ == "" {
+	if len(ev.typ) == 0 {
 		ev.typ = name
 	}
-	switch ev.typ {
+	switch string(ev.typ) {
 	case "message_start":
 		d.msg.message(ev.message)
 	case "content_block_start":
@@ -256,13 +267,16 @@ func (d *StreamDecoder) blockStart(index int, raw []byte) {
 	}
 	ob := &openBlock{tool: blk.tool, agent: blk.agent}
 	if blk.tool >= 0 {
+		// The input arrives in deltas; the start's (normally {}) only stands when none come.
 		ob.startInput = bytes.Clone(blk.input)
+		d.msg.tools[blk.tool].InputBytes = 0
 	}
 	d.open[index] = ob
 }
 
 func (d *StreamDecoder) blockDelta(index int, raw []byte) {
 	var typ, text, partial []byte
+	partialLen := 0
 	r := jsonReader{b: raw}
 	r.object(func(key []byte) {
 		switch string(key) {
@@ -271,7 +285,7 @@ func (d *StreamDecoder) blockDelta(index int, raw []byte) {
 		case "text":
 			text, _ = r.str()
 		case "partial_json":
-			partial, _ = r.str()
+			partial, partialLen, _ = r.strN()
 		default:
 			r.skip()
 		}
@@ -285,7 +299,7 @@ func (d *StreamDecoder) blockDelta(index int, raw []byte) {
 			return
 		}
 		tu := &d.msg.tools[ob.tool]
-		tu.InputBytes += unquotedLen(partial)
+		tu.InputBytes += partialLen
 		keep := PreviewLimit + 8
 		if ob.agent {
 			keep = maxToolInput
@@ -296,7 +310,7 @@ func (d *StreamDecoder) blockDelta(index int, raw []byte) {
 		default:
 			before := len(ob.input)
 			ob.input = appendUnquoted(ob.input, partial, room)
-			if len(ob.input) > keep || len(ob.input)-before < unquotedLen(partial) {
+			if len(ob.input) > keep || len(ob.input)-before < partialLen {
 				ob.truncated = true
 			}
 		}

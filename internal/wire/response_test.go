@@ -1,0 +1,444 @@
+package wire
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+
+// decodeStream feeds chunks to a new StreamDecoder, the i-th at t0+i ms, and returns the result.
+func decodeStream(chunks ...[]byte) Response {
+	d := NewStreamDecoder()
+	for i, c := range chunks {
+		d.Write(c, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	var resp Response
+	d.Finish(&resp)
+	return resp
+}
+
+func diffResponse(t *testing.T, got, want Response) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("response mismatch\ngot:  %s\nwant: %s", g, w)
+	}
+}
+
+func streamFixtures() map[string]Response {
+	readInput := `{"file_path": "/repo/config.go"}`
+	grepInput := `{"pattern": "func Test", "path": "/repo"}`
+	agentInput := `{"description": "Find retry logic", "prompt": "Search the codebase for HTTP retry logic.\nReport file paths and line numbers.", "subagent_type": "Explore", "run_in_background": true}`
+	return map[string]Response{
+		"stream_parallel_tools.sse": {
+			FirstChunk: t0,
+			Message: &MessageInfo{
+				ID: "msg_01ParallelTools", Model: "claude-sonnet-4-6", StopReason: "tool_use",
+				Usage: Usage{
+					InputTokens: 12, OutputTokens: 187, CacheReadInputTokens: 30000,
+					CacheCreationInputTokens: 2048, CacheCreation1h: 2048,
+				},
+				Blocks: map[BlockType]int{BlockThinking: 1, BlockText: 1, BlockToolUse: 2},
+				ToolUses: []ToolUse{
+					{ID: "toolu_01ReadCfg", Name: "Read", End: t0, InputBytes: len(readInput), Input: readInput},
+					{ID: "toolu_01GrepTests", Name: "Grep", End: t0, InputBytes: len(grepInput), Input: grepInput},
+				},
+				Text: "I'll read the config and search for its tests — in parallel.",
+			},
+		},
+		"stream_agent.sse": {
+			FirstChunk: t0,
+			Message: &MessageInfo{
+				ID: "msg_01AgentCall", Model: "claude-opus-4-6", StopReason: "tool_use",
+				Usage: Usage{
+					InputTokens: 3, OutputTokens: 96, CacheReadInputTokens: 41000,
+					CacheCreationInputTokens: 512,
+				},
+				Blocks: map[BlockType]int{BlockToolUse: 1},
+				ToolUses: []ToolUse{{
+					ID: "toolu_01AgentExplore", Name: "Agent", End: t0,
+					InputBytes: len(agentInput), Input: agentInput,
+					Agent: &AgentCall{
+						Description: "Find retry logic", SubagentType: "Explore", RunInBackground: true,
+						PromptHash: HashText("Search the codebase for HTTP retry logic.\nReport file paths and line numbers."),
+					},
+				}},
+			},
+		},
+		"stream_error.sse": {
+			FirstChunk: t0,
+			Message: &MessageInfo{
+				ID: "msg_01Overloaded", Model: "claude-sonnet-4-6",
+				Usage:  Usage{InputTokens: 2200, OutputTokens: 1},
+				Blocks: map[BlockType]int{BlockText: 1},
+				Text:   "Let me",
+			},
+			ErrorType:    "overloaded_error",
+			ErrorMessage: "Overloaded",
+			Incomplete:   true,
+		},
+		"stream_crlf_multiline.sse": {
+			FirstChunk: t0,
+			Message: &MessageInfo{
+				ID: "msg_01CRLF", Model: "claude-haiku-4-5", StopReason: "end_turn",
+				Usage:  Usage{InputTokens: 40, OutputTokens: 9},
+				Blocks: map[BlockType]int{BlockText: 1},
+				Text:   `{"title": "Fix flaky test"}`,
+			},
+		},
+	}
+}
+
+func TestStreamDecoderFixtures(t *testing.T) {
+	for name, want := range streamFixtures() {
+		raw := readFixture(t, name)
+		t.Run(name+"/whole", func(t *testing.T) {
+			diffResponse(t, decodeStream(raw), want)
+		})
+		t.Run(name+"/every split", func(t *testing.T) {
+			for k := 0; k <= len(raw); k++ {
+				d := NewStreamDecoder()
+				d.Write(raw[:k], t0)
+				d.Write(raw[k:], t0)
+				var got Response
+				d.Finish(&got)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("split at byte %d decodes differently", k)
+				}
+			}
+		})
+		t.Run(name+"/byte at a time", func(t *testing.T) {
+			d := NewStreamDecoder()
+			for i := range raw {
+				d.Write(raw[i:i+1], t0)
+			}
+			var got Response
+			d.Finish(&got)
+			diffResponse(t, got, want)
+		})
+	}
+}
+
+// TestStreamDecoderTiming checks that FirstChunk and tool End come from the chunk that carried
+// the event, feeding one SSE event per chunk.
+func TestStreamDecoderTiming(t *testing.T) {
+	raw := readFixture(t, "stream_parallel_tools.sse")
+	events := bytes.SplitAfter(raw, []byte("\n\n"))
+	resp := decodeStream(events...)
+	// Event 3 (0-based) is the first content_block_delta; 14 and 17 stop the two tool_use blocks.
+	if want := t0.Add(3 * time.Millisecond); !resp.FirstChunk.Equal(want) {
+		t.Errorf("FirstChunk = %v, want %v", resp.FirstChunk, want)
+	}
+	for i, want := range []time.Duration{14, 17} {
+		if got := resp.Message.ToolUses[i].End; !got.Equal(t0.Add(want * time.Millisecond)) {
+			t.Errorf("ToolUses[%d].End = %v, want t0+%dms", i, got, want)
+		}
+	}
+}
+
+func TestStreamDecoderCases(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		check  func(t *testing.T, r Response)
+	}{
+		{
+			name: "usage missing from message_delta keeps message_start values",
+			chunks: []string{
+				"data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"cache_read_input_tokens\":70,\"output_tokens\":1}}}\n\n",
+				"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":null,\"output_tokens\":30}}\n\n",
+				"data: {\"type\":\"message_delta\",\"delta\":{},\"usage\":{\"output_tokens\":42}}\n\n",
+				"data: {\"type\":\"message_stop\"}\n\n",
+			},
+			check: func(t *testing.T, r Response) {
+				want := Usage{InputTokens: 5, CacheReadInputTokens: 70, OutputTokens: 42}
+				if r.Message.Usage != want || r.Message.StopReason != "end_turn" || r.Incomplete {
+					t.Errorf("got %+v stop=%q incomplete=%v", r.Message.Usage, r.Message.StopReason, r.Incomplete)
+				}
+			},
+		},
+		{
+			name: "event name used when data has no type; lone CR line ends; unknown events ignored",
+			chunks: []string{
+				"event: message_start\rdata: {\"message\":{\"id\":\"msg_1\"}}\r\r",
+				"event: future_event\ndata: {\"type\":\"future_event\",\"x\":1}\n\n",
+				"retry: 100\nid: 7\ndata: {\"type\":\"message_stop\"}\n\n",
+			},
+			check: func(t *testing.T, r Response) {
+				if r.Message == nil || r.Message.ID != "msg_1" || r.Incomplete || r.ParseError != "" {
+					t.Errorf("got %+v", r)
+				}
+			},
+		},
+		{
+			name: "malformed event is skipped and reported",
+			chunks: []string{
+				"data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\n",
+				"data: {\"type\":\"content_block_delta\",\n\n",
+				"data: [DONE]\n\n",
+				"data: {\"type\":\"message_stop\"}\n\n",
+			},
+			check: func(t *testing.T, r Response) {
+				if !strings.Contains(r.ParseError, "skipped 2 events") || r.Message.ID != "msg_1" || r.Incomplete {
+					t.Errorf("got ParseError=%q %+v", r.ParseError, r)
+				}
+			},
+		},
+		{
+			name: "stream cut inside a tool call",
+			chunks: []string{
+				"data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\n",
+				"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Agent\",\"input\":{}}}\n\n",
+				"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"prompt\\\": \\\"x\"}}\n\n",
+				"data: {\"type\":\"message_stop\"}", // no blank line: discarded, as in the SSE spec
+			},
+			check: func(t *testing.T, r Response) {
+				tu := r.Message.ToolUses[0]
+				if !r.Incomplete || !tu.End.IsZero() || tu.Agent != nil || tu.Input != `{"prompt": "x` || tu.InputBytes != 13 {
+					t.Errorf("got incomplete=%v %+v", r.Incomplete, tu)
+				}
+			},
+		},
+		{
+			name: "tool call without input deltas keeps the start input",
+			chunks: []string{
+				"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"TodoRead\",\"input\":{}}}\n\n",
+				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+			},
+			check: func(t *testing.T, r Response) {
+				tu := r.Message.ToolUses[0]
+				if tu.Input != "{}" || tu.InputBytes != 2 || !tu.End.Equal(t0.Add(time.Millisecond)) {
+					t.Errorf("got %+v", tu)
+				}
+			},
+		},
+		{
+			name: "text preview is bounded",
+			chunks: []string{
+				"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+				strings.Repeat("data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ééééééé\"}}\n\n", 100),
+			},
+			check: func(t *testing.T, r Response) {
+				if n := len(r.Message.Text); n > PreviewLimit || n < PreviewLimit-1 {
+					t.Errorf("Text has %d bytes", n)
+				}
+			},
+		},
+		{
+			name:   "error event only",
+			chunks: []string{"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}\n\n"},
+			check: func(t *testing.T, r Response) {
+				if r.Message != nil || r.ErrorType != "api_error" || r.ErrorMessage != "Internal server error" || !r.Incomplete {
+					t.Errorf("got %+v", r)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chunks := make([][]byte, len(tt.chunks))
+			for i, c := range tt.chunks {
+				chunks[i] = []byte(c)
+			}
+			tt.check(t, decodeStream(chunks...))
+		})
+	}
+}
+
+func TestStreamDecoderBoundsMemory(t *testing.T) {
+	d := NewStreamDecoder()
+	d.Write([]byte("data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\ndata: \""), t0)
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for range (maxSSELine / len(chunk)) + 8 {
+		d.Write(chunk, t0)
+		if cap(d.line) > maxSSELine {
+			t.Fatalf("line buffer grew to %d bytes", cap(d.line))
+		}
+	}
+	d.Write([]byte("\"\n\ndata: {\"type\":\"message_stop\"}\n\n"), t0)
+	var r Response
+	d.Finish(&r)
+	if r.Incomplete || r.Message.ID != "msg_1" || !strings.Contains(r.ParseError, "longer than 4 MiB") {
+		t.Errorf("got %+v", r)
+	}
+
+	// Many data lines, each short, adding up to more than the limit.
+	d = NewStreamDecoder()
+	line := []byte("data: " + strings.Repeat("y", 1<<20) + "\n")
+	for range 6 {
+		d.Write(line, t0)
+	}
+	if cap(d.data) > maxSSELine {
+		t.Fatalf("event data buffer grew to %d bytes", cap(d.data))
+	}
+	d.Write([]byte("\n"), t0)
+	r = Response{}
+	d.Finish(&r)
+	if !strings.Contains(r.ParseError, "event data longer than 4 MiB") {
+		t.Errorf("ParseError = %q", r.ParseError)
+	}
+}
+
+func TestDecodeResponse(t *testing.T) {
+	gzipped := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	end := t0.Add(time.Second)
+	agentPrompt := HashText("List every flaky test.")
+	tests := []struct {
+		name     string
+		resp     Response
+		endpoint Endpoint
+		body     []byte
+		want     Response
+	}{
+		{
+			name:     "JSON message",
+			resp:     Response{ContentType: "application/json", End: end},
+			endpoint: EndpointMessages,
+			body:     readFixture(t, "response_message.json"),
+			want: Response{
+				ContentType: "application/json", End: end,
+				Message: &MessageInfo{
+					ID: "msg_01NonStreamed", Model: "claude-sonnet-4-6", StopReason: "tool_use",
+					Usage: Usage{
+						InputTokens: 7, OutputTokens: 64, CacheReadInputTokens: 9000,
+						CacheCreationInputTokens: 100, CacheCreation5m: 100,
+					},
+					Blocks: map[BlockType]int{BlockText: 1, BlockToolUse: 2},
+					ToolUses: []ToolUse{
+						{
+							ID: "toolu_01Agent", Name: "Agent", End: end,
+							InputBytes: len(`{"description": "Audit tests", "prompt": "List every flaky test.", "subagent_type": "general-purpose"}`),
+							Input:      `{"description": "Audit tests", "prompt": "List every flaky test.", "subagent_type": "general-purpose"}`,
+							Agent:      &AgentCall{Description: "Audit tests", SubagentType: "general-purpose", PromptHash: agentPrompt},
+						},
+						{
+							ID: "toolu_01Bash", Name: "Bash", End: end,
+							InputBytes: len(`{"command": "go test ./..."}`), Input: `{"command": "go test ./..."}`,
+						},
+					},
+					Text: "Starting two agents.",
+				},
+			},
+		},
+		{
+			name:     "JSON error",
+			resp:     Response{Status: 529, ContentType: "application/json"},
+			endpoint: EndpointMessages,
+			body:     readFixture(t, "response_error.json"),
+			want: Response{
+				Status: 529, ContentType: "application/json",
+				ErrorType: "overloaded_error", ErrorMessage: "Overloaded",
+			},
+		},
+		{
+			name:     "count_tokens",
+			resp:     Response{ContentType: "application/json; charset=utf-8"},
+			endpoint: EndpointCountTokens,
+			body:     readFixture(t, "response_count_tokens.json"),
+			want:     Response{ContentType: "application/json; charset=utf-8", InputTokens: 18342},
+		},
+		{
+			name:     "gzip event stream decoded at once",
+			resp:     Response{ContentType: "text/event-stream; charset=utf-8", ContentEncoding: "gzip", End: end},
+			endpoint: EndpointMessages,
+			body:     gzipped(readFixture(t, "stream_crlf_multiline.sse")),
+			want: Response{
+				ContentType: "text/event-stream; charset=utf-8", ContentEncoding: "gzip", End: end,
+				Streamed: true, FirstChunk: end,
+				Message: &MessageInfo{
+					ID: "msg_01CRLF", Model: "claude-haiku-4-5", StopReason: "end_turn",
+					Usage:  Usage{InputTokens: 40, OutputTokens: 9},
+					Blocks: map[BlockType]int{BlockText: 1},
+					Text:   `{"title": "Fix flaky test"}`,
+				},
+			},
+		},
+		{
+			name:     "HTML error page",
+			resp:     Response{Status: 502, ContentType: "text/html"},
+			endpoint: EndpointMessages,
+			body:     []byte("<html><body>Bad Gateway</body></html>"),
+			want: Response{
+				Status: 502, ContentType: "text/html",
+				ParseError: "decoding response body: invalid character '<' at offset 0 (looking for beginning of value)",
+			},
+		},
+		{
+			name:     "corrupt gzip",
+			resp:     Response{ContentEncoding: "gzip"},
+			endpoint: EndpointMessages,
+			body:     []byte("not gzip"),
+			want: Response{
+				ContentEncoding: "gzip",
+				ParseError:      "decoding response body: decompressing gzip body: unexpected EOF",
+			},
+		},
+		{
+			name:     "empty body",
+			resp:     Response{Status: 204},
+			endpoint: EndpointOther,
+			want:     Response{Status: 204},
+		},
+		{
+			name:     "JSON that is not an object",
+			resp:     Response{ContentType: "application/json"},
+			endpoint: EndpointOther,
+			body:     []byte(`["models"]`),
+			want:     Response{ContentType: "application/json", ParseError: "decoding response body: not a JSON object"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.resp
+			DecodeResponse(&got, tt.endpoint, tt.body)
+			diffResponse(t, got, tt.want)
+		})
+	}
+}
+
+func FuzzStreamDecoder(f *testing.F) {
+	for name := range streamFixtures() {
+		f.Add(readFixture(f, name), uint16(7))
+	}
+	f.Add([]byte("data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"name\":\"Agent\"}}\r\n\r\n"), uint16(1))
+	f.Fuzz(func(t *testing.T, raw []byte, seed uint16) {
+		whole := decodeStream(raw)
+		// Chunk sizes derived from seed: any chunking must decode the same way.
+		d := NewStreamDecoder()
+		step := int(seed%61) + 1
+		for p := raw; len(p) > 0; {
+			n := min(step, len(p))
+			d.Write(p[:n], t0)
+			p = p[n:]
+			step = step*7%61 + 1
+		}
+		var chunked Response
+		d.Finish(&chunked)
+		if !reflect.DeepEqual(whole, chunked) {
+			t.Fatalf("chunking changes the result:\nwhole:   %+v\nchunked: %+v", whole, chunked)
+		}
+		if m := whole.Message; m != nil {
+			if len(m.Text) > PreviewLimit || len(m.ToolUses) > maxToolUses {
+				t.Fatalf("unbounded output: %d text bytes, %d tool uses", len(m.Text), len(m.ToolUses))
+			}
+			for _, tu := range m.ToolUses {
+				if len(tu.Input) > PreviewLimit {
+					t.Fatalf("tool input preview has %d bytes", len(tu.Input))
+				}
+			}
+		}
+	})
+}
