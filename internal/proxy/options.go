@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// DefaultParseLimit is how many bytes of a body the proxy copies for decoding unless
+// WithParseLimit says otherwise. Claude Code requests carry the whole conversation, so a long
+// session reaches several MiB; 32 MiB leaves room without letting one exchange hold unbounded
+// memory.
+const DefaultParseLimit int64 = 32 << 20
+
+// config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
+type config struct {
+	transport  http.RoundTripper
+	logger     *slog.Logger
+	parseLimit int64
+	now        func() time.Time
+}
+
+// Option configures a Proxy built by New.
+type Option func(*config)
+
+func newConfig(opts []Option) config {
+	c := config{
+		parseLimit: DefaultParseLimit,
+	}
+	for _, opt := range opts {
+		opt(&c)
+	}
+	if c.transport == nil {
+		c.transport = defaultTransport()
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c
+}
+
+// WithTransport sets the RoundTripper used to reach the upstream.
+//
+// The default is a clone of http.DefaultTransport with ForceAttemptHTTP2, TLS certificates
+// verified, dial and TLS handshake timeouts, up to 16 idle connections per host, no response
+// header timeout (a non-streamed Messages call can take minutes before its headers; the client's
+// own timeout governs), and DisableCompression set. A custom transport should set
+// DisableCompression too: otherwise, when a client sends no Accept-Encoding, Go's transport asks
+// the upstream for gzip and decompresses it, and the client receives a body it did not ask for
+// in that form. A nil rt keeps the default.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(c *config) { c.transport = rt }
+}
+
+// WithLogger sets the logger for upstream failures and proxy errors. Credentials and bodies are
+// never logged. The default, and what a nil l means, is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithParseLimit sets how many bytes of a request or response body the proxy copies for the
+// Observer. A body longer than n is still forwarded in full; only the copy is dropped, and the
+// ParseError of the wire.Request or wire.Response says so. Event streams that are not
+// content-encoded are decoded as they pass and are not subject to the limit. Zero or a negative
+// n copies nothing: every non-empty body counts as over the limit. The default is
+// DefaultParseLimit (32 MiB).
+func WithParseLimit(n int64) Option {
+	return func(c *config) { c.parseLimit = n }
+}
+
+// WithClock sets the clock that stamps request, header, chunk and end times. The default, and
+// what a nil now means, is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.now = now }
+}
+
+// defaultTransport is the transport WithTransport documents.
+func defaultTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{
+		Timeout:   30 * time.Second,
+		KeepAlive: 30 * time.Second,
+	}).DialContext
+	t.ForceAttemptHTTP2 = true
+	t.TLSHandshakeTimeout = 10 * time.Second
+	t.IdleConnTimeout = 90 * time.Second
+	t.ExpectContinueTimeout = time.Second
+	t.MaxIdleConns = 100
+	// Claude Code runs subagents in parallel, all against the same host.
+	t.MaxIdleConnsPerHost = 16
+	// Pass Accept-Encoding through as the client sent it, and bodies through as the upstream
+	// sent them.
+	t.DisableCompression = true
+	return t
+}

@@ -1,0 +1,290 @@
+// Package proxy is cctrace's transparent reverse proxy. It forwards every request to the upstream
+// and every response back to the client byte for byte and without delay, and taps both bodies
+// as they pass to tell an Observer what each exchange carried.
+//
+// Forwarding never waits for observing: request bytes are copied as the transport reads them,
+// event-stream chunks are written and flushed to the client before they are decoded, and no JSON
+// is parsed on the request path.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Proxy is an http.Handler that forwards to one upstream and reports every exchange to an
+// Observer. Build it with New; the zero value is not usable. It is safe for concurrent use.
+type Proxy struct {
+	upstream *url.URL
+	obs      Observer
+	cfg      config
+	rp       *httputil.ReverseProxy
+	lastID   atomic.Uint64
+}
+
+var _ http.Handler = (*Proxy)(nil)
+
+// New returns a Proxy that forwards to upstream, an absolute http or https URL. A base path in
+// upstream is kept: with upstream https://gw.example/anthropic, a request for /v1/messages goes
+// to https://gw.example/anthropic/v1/messages. A query in upstream is merged with each request's.
+func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
+	if upstream == nil {
+		return nil, errors.New("proxy: no upstream URL")
+	}
+	if upstream.Scheme != "http" && upstream.Scheme != "https" {
+		return nil, fmt.Errorf("proxy: upstream %q: scheme must be http or https", upstream.Redacted())
+	}
+	if upstream.Host == "" {
+		return nil, fmt.Errorf("proxy: upstream %q: no host", upstream.Redacted())
+	}
+	if obs == nil {
+		return nil, errors.New("proxy: no observer")
+	}
+	u := *upstream
+	p := &Proxy{upstream: &u, obs: obs, cfg: newConfig(opts)}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:   p.rewrite,
+		Transport: p.cfg.transport,
+		// Flush every write: event streams must reach the client as they arrive, and for other
+		// bodies the cost is one flush per 32 KiB buffer.
+		FlushInterval:  -1,
+		BufferPool:     bufferPool{},
+		ErrorLog:       slog.NewLogLogger(p.cfg.logger.Handler(), slog.LevelWarn),
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.handleError,
+	}
+	return p, nil
+}
+
+// ServeHTTP forwards r to the upstream and the upstream's answer to w. It reports the exchange
+// to the Observer: RequestRead once the request body has been read (or the response began), then
+// ResponseDone before it returns, whatever happened.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{
+		p: p,
+		req: &wire.Request{
+			ExchangeID: p.lastID.Add(1),
+			Time:       p.cfg.now(),
+			Method:     r.Method,
+			Path:       r.URL.Path,
+			Endpoint:   wire.ClassifyPath(r.Method, r.URL.Path),
+			Headers:    wire.ParseHeaders(r.Header),
+		},
+	}
+	x.resp.ExchangeID = x.req.ExchangeID
+
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+	// ReverseProxy sends no body when ContentLength is 0, so there is nothing to tap then.
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, x.requestRead)
+		r.Body = x.reqTap
+	}
+	tw := newResponseTap(w, x)
+	// ReverseProxy panics with http.ErrAbortHandler when a body copy fails after the headers
+	// went out; the deferred call still reports the exchange, and the panic goes on to the server.
+	defer x.responseDone(r.Context(), tw)
+	p.rp.ServeHTTP(tw, r)
+}
+
+// rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
+// cctrace is the client's own local proxy, not a gateway the upstream should know about.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(p.upstream)
+}
+
+// modifyResponse records the response headers and installs the response body tap.
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	x := exchangeFrom(res.Request.Context())
+	if x == nil {
+		return nil
+	}
+	x.requestRead()
+	x.resp.Status = res.StatusCode
+	x.resp.HeaderTime = p.cfg.now()
+	x.resp.RequestID = res.Header.Get("Request-Id")
+	x.resp.ContentType = res.Header.Get("Content-Type")
+	x.resp.ContentEncoding = res.Header.Get("Content-Encoding")
+	x.resp.Streamed = isEventStream(x.resp.ContentType)
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser).
+		return nil
+	}
+	if x.resp.Streamed && isIdentity(x.resp.ContentEncoding) {
+		x.decoder = wire.NewStreamDecoder()
+	} else {
+		x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength)
+	}
+	res.Body = &responseBody{ReadCloser: res.Body, x: x}
+	return nil
+}
+
+// handleError is ReverseProxy's ErrorHandler: the upstream could not be reached, or the
+// round trip failed before any response header arrived. The exchange is then reported with
+// Status 0 (no upstream response) and Err set, while the client gets a 502 with an Anthropic-style
+// JSON error, unless something was already written to it.
+func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeFrom(r.Context())
+	if x != nil {
+		x.transportErr = err
+		if x.reqTap != nil && r.Context().Err() == nil {
+			// The client is still there and has sent (or is sending) its body: read it, so the
+			// Observer learns what the failed request was.
+			x.reqTap.drain()
+		}
+		x.requestRead()
+	}
+	var id uint64
+	if x != nil {
+		id = x.req.ExchangeID
+	}
+	if r.Context().Err() != nil {
+		p.cfg.logger.Debug("client went away before the upstream answered",
+			"exchange", id, "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		p.cfg.logger.Warn("upstream unreachable",
+			"exchange", id, "method", r.Method, "path", r.URL.Path, "upstream", p.upstream.Redacted(), "err", err)
+	}
+
+	if tw, ok := w.(*responseTap); ok {
+		if tw.wroteHeader {
+			return
+		}
+		tw.wroteHeader = true
+		w = tw.ResponseWriter
+	}
+	body, _ := json.Marshal(proxyError{
+		Type: "error",
+		Error: proxyErrorDetail{
+			Type:    "proxy_error",
+			Message: "cctrace: upstream unreachable: " + err.Error(),
+		},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusBadGateway)
+	_, _ = w.Write(body)
+}
+
+// proxyError is the body of the proxy's own 502, shaped like an Anthropic API error so that
+// clients report it sensibly.
+type proxyError struct {
+	Type  string           `json:"type"`
+	Error proxyErrorDetail `json:"error"`
+}
+
+type proxyErrorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type exchangeKey struct{}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// exchange is one request and its response as they pass through the proxy.
+//
+// The response fields are only touched on the handler's goroutine: ReverseProxy calls
+// ModifyResponse, ErrorHandler and the ResponseWriter from it. The request side may finish on
+// the transport's goroutine, which is why it goes through reqOnce.
+type exchange struct {
+	p *Proxy
+
+	req     *wire.Request
+	reqTap  *requestTap // nil when the request had no body
+	reqOnce sync.Once
+
+	resp         wire.Response
+	decoder      *wire.StreamDecoder // event streams without Content-Encoding
+	respCopy     *boundedCopy        // every other body
+	transportErr error               // the round trip failed
+	readErr      error               // reading the upstream body failed
+}
+
+// requestRead hands the request to the Observer, once.
+func (x *exchange) requestRead() {
+	x.reqOnce.Do(func() {
+		var body []byte
+		if x.reqTap != nil {
+			body, x.req.BodySize, x.req.ParseError = x.reqTap.finish()
+		}
+		x.p.obs.RequestRead(x.req, body)
+	})
+}
+
+// responseDone completes the response and hands it to the Observer. ctx is the client
+// request's context.
+func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
+	x.requestRead()
+	resp := &x.resp
+	resp.End = x.p.cfg.now()
+	resp.BodySize = tw.written
+	switch {
+	case ctx.Err() != nil:
+		resp.Canceled = true
+		resp.Err = "client went away: " + context.Cause(ctx).Error()
+	case x.transportErr != nil:
+		resp.Err = "upstream: " + x.transportErr.Error()
+	case x.readErr != nil:
+		resp.Err = "upstream: " + x.readErr.Error()
+	case tw.writeErr != nil:
+		resp.Canceled = true
+		resp.Err = "client went away: " + tw.writeErr.Error()
+	}
+	var body []byte
+	switch {
+	case x.decoder != nil:
+		x.decoder.Finish(resp)
+	case x.respCopy != nil:
+		if b, ok := x.respCopy.result(); ok {
+			body = b
+		} else {
+			resp.ParseError = fmt.Sprintf("response body over the parse limit of %d bytes (%d bytes forwarded)",
+				x.p.cfg.parseLimit, resp.BodySize)
+		}
+	}
+	x.p.obs.ResponseDone(resp, body)
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream.
+func isEventStream(contentType string) bool {
+	if contentType == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		mt, _, _ = strings.Cut(contentType, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+	}
+	return mt == "text/event-stream"
+}
+
+// isIdentity reports whether a Content-Encoding leaves the body as it is.
+func isIdentity(contentEncoding string) bool {
+	ce := strings.TrimSpace(contentEncoding)
+	return ce == "" || strings.EqualFold(ce, "identity")
+}
+
+// bufferPool lends ReverseProxy its 32 KiB copy buffers, so that a long session does not
+// allocate one per response.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

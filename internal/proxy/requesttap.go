@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"sync"
+)
+
+// requestTap wraps a request body: it copies the bytes the transport reads, up to the parse
+// limit, and calls onEnd at EOF, on a read error, or on Close. onEnd leads to finish, after which
+// the tap only passes bytes through: the copy already belongs to the Observer.
+//
+// The transport reads the body on its own goroutine, which can outlive the round trip, while
+// finish (and drain) may run on the handler's goroutine; readMu keeps reads of the client's body
+// one at a time and mu guards the copy.
+type requestTap struct {
+	rc            io.ReadCloser
+	contentLength int64 // -1 when unknown
+	onEnd         func()
+
+	readMu sync.Mutex
+
+	mu       sync.Mutex
+	copy     *boundedCopy
+	eof      bool
+	err      error
+	finished bool
+}
+
+func newRequestTap(rc io.ReadCloser, contentLength, limit int64, onEnd func()) *requestTap {
+	return &requestTap{
+		rc:            rc,
+		contentLength: contentLength,
+		onEnd:         onEnd,
+		copy:          newBoundedCopy(limit, contentLength),
+	}
+}
+
+// Read reads from the client's body and copies what it got.
+func (t *requestTap) Read(p []byte) (int, error) {
+	t.readMu.Lock()
+	n, err := t.rc.Read(p)
+	t.readMu.Unlock()
+	t.mu.Lock()
+	if !t.finished {
+		t.copy.add(p[:n])
+		switch {
+		case err == io.EOF:
+			t.eof = true
+		case err != nil && t.err == nil:
+			t.err = err
+		}
+	}
+	t.mu.Unlock()
+	if err != nil {
+		t.onEnd()
+	}
+	return n, err
+}
+
+// Close closes the client's body; a body closed before its end is reported as it stands.
+func (t *requestTap) Close() error {
+	err := t.rc.Close()
+	t.onEnd()
+	return err
+}
+
+// drain reads what the transport left of the body, up to just past the copy's limit, so that an
+// exchange whose upstream could not be reached is still reported with its request body.
+func (t *requestTap) drain() {
+	t.mu.Lock()
+	left := max(t.copy.limit, 0) + 1 - t.copy.n
+	done := t.finished || t.eof || t.err != nil
+	t.mu.Unlock()
+	if done || left <= 0 {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(t, left))
+}
+
+// finish stops copying and returns what the Observer gets: the copy (nil when empty or not
+// usable), the bytes read so far, and why the copy is not usable, if it is not.
+func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.finished = true
+	size = t.copy.n
+	// A body with a known length is whole once that many bytes passed, even if the transport
+	// has not read the EOF yet (the upstream may answer before it does).
+	whole := t.eof || (t.contentLength >= 0 && size >= t.contentLength)
+	switch {
+	case t.err != nil:
+		return nil, size, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)
+	case !whole:
+		return nil, size, fmt.Sprintf("request body not read to its end (%d bytes forwarded)", size)
+	}
+	b, ok := t.copy.result()
+	if !ok {
+		return nil, size, fmt.Sprintf("request body over the parse limit of %d bytes (%d bytes forwarded)", t.copy.limit, size)
+	}
+	return b, size, ""
+}
