@@ -1,0 +1,81 @@
+// Command cctrace-fakeapi serves a scripted fake of the Anthropic Messages API, for demos and for
+// recording what Claude Code sends:
+//
+//	go run ./cmd/cctrace-fakeapi --listen 127.0.0.1:0 --scenario tool_roundtrip [--record DIR]
+//
+// It prints its base URL on stdout (use it as ANTHROPIC_BASE_URL) and serves until interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/fakeapi"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cctrace-fakeapi:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("cctrace-fakeapi", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	scenario := fs.String("scenario", "tool_roundtrip",
+		"scenario to serve: "+strings.Join(fakeapi.ScenarioNames(), ", "))
+	record := fs.String("record", "", "directory to record every exchange into (NNN.json)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("parsing flags: %w", err)
+	}
+	script, err := fakeapi.Scenario(*scenario)
+	if err != nil {
+		return fmt.Errorf("choosing scenario: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts := []fakeapi.Option{fakeapi.WithLogger(logger)}
+	if *record != "" {
+		opts = append(opts, fakeapi.WithRecordDir(*record))
+	}
+	srv := fakeapi.New(script, opts...)
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	fmt.Printf("http://%s\n", ln.Addr())
+
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	total := srv.TotalUsage()
+	logger.Info("served", "requests", len(srv.Served()), "input_tokens", total.InputTokens,
+		"cache_read_input_tokens", total.CacheReadInputTokens,
+		"cache_creation_input_tokens", total.CacheCreationInputTokens,
+		"output_tokens", total.OutputTokens)
+	return nil
+}

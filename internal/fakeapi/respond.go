@@ -1,0 +1,319 @@
+package fakeapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// plan is the answer chosen for one request.
+type plan struct {
+	rule        string
+	reply       Reply
+	stream      bool
+	model       string
+	countTokens int // > 0: answer a count_tokens request
+	requestID   string
+	messageID   string
+}
+
+// streamErrorStatus is the HTTP status a non-streamed request gets for a StreamError reply.
+func streamErrorStatus(errType string) int {
+	switch errType {
+	case "overloaded_error":
+		return 529
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// describe fills the outcome fields of sv.
+func (p *plan) describe(sv *Served) {
+	r := p.reply
+	switch {
+	case p.countTokens > 0:
+		sv.Status = http.StatusOK
+	case r.Status != 0:
+		sv.Status = r.Status
+		sv.ErrorType = r.errorType()
+	case r.StreamError != "" && !p.stream:
+		sv.Status = streamErrorStatus(r.StreamError)
+		sv.ErrorType = r.StreamError
+	case r.StreamError != "":
+		sv.Status = http.StatusOK
+		sv.ErrorType = r.StreamError
+		sv.Usage = r.Usage
+		sv.Usage.OutputTokens = 1
+	default:
+		sv.Status = http.StatusOK
+		sv.Usage = r.Usage
+		sv.StopReason = r.stopReason()
+		for _, c := range r.ToolCalls {
+			sv.ToolCalls = append(sv.ToolCalls, c.Name)
+			sv.ToolIDs = append(sv.ToolIDs, c.ID)
+		}
+	}
+}
+
+// respond writes the planned answer.
+func (s *Server) respond(w *teeWriter, hr *http.Request, p *plan) {
+	h := w.Header()
+	h.Set("request-id", p.requestID)
+	r := p.reply
+	switch {
+	case p.countTokens > 0:
+		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": p.countTokens})
+	case r.Status != 0:
+		if r.RetryAfter > 0 {
+			h.Set("retry-after", strconv.Itoa(int(r.RetryAfter.Round(time.Second)/time.Second)))
+			h.Set("retry-after-ms", strconv.FormatInt(r.RetryAfter.Milliseconds(), 10))
+		}
+		writeJSON(w, r.Status, errorBody(r.errorType(), r.ErrorMessage, p.requestID))
+	case r.StreamError != "" && !p.stream:
+		writeJSON(w, streamErrorStatus(r.StreamError), errorBody(r.StreamError, r.ErrorMessage, p.requestID))
+	case p.stream:
+		s.stream(w, hr, p)
+	default:
+		writeJSON(w, http.StatusOK, p.message())
+	}
+}
+
+// errorBody is the Anthropic JSON error shape.
+func errorBody(errType, msg, requestID string) map[string]any {
+	if msg == "" {
+		msg = defaultErrorMessage(errType)
+	}
+	return map[string]any{
+		"type":       "error",
+		"error":      map[string]string{"type": errType, "message": msg},
+		"request_id": requestID,
+	}
+}
+
+func defaultErrorMessage(errType string) string {
+	switch errType {
+	case "overloaded_error":
+		return "Overloaded"
+	case "rate_limit_error":
+		return "Rate limited"
+	case "not_found_error":
+		return "Not found"
+	default:
+		return "Internal server error"
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value written here is built from plain maps and strings.
+		panic(fmt.Sprintf("fakeapi: marshalling response: %v", err))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// usageJSON is the usage object of message_start and of JSON messages.
+func usageJSON(u Usage, output int) map[string]any {
+	return map[string]any{
+		"input_tokens":                u.InputTokens,
+		"cache_creation_input_tokens": u.CacheCreationInputTokens,
+		"cache_read_input_tokens":     u.CacheReadInputTokens,
+		"cache_creation": map[string]int{
+			"ephemeral_5m_input_tokens": u.CacheCreation5m,
+			"ephemeral_1h_input_tokens": u.CacheCreation1h,
+		},
+		"output_tokens": output,
+		"service_tier":  "standard",
+	}
+}
+
+// toolInput is the input JSON of a tool call.
+func toolInput(c ToolCall) []byte {
+	if c.Input == nil {
+		return []byte("{}")
+	}
+	b, err := json.Marshal(c.Input)
+	if err != nil {
+		panic(fmt.Sprintf("fakeapi: marshalling input of tool %s: %v", c.Name, err))
+	}
+	return b
+}
+
+// message is the non-streamed answer.
+func (p *plan) message() map[string]any {
+	content := []any{}
+	if p.reply.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": p.reply.Text})
+	}
+	for _, c := range p.reply.ToolCalls {
+		content = append(content, map[string]any{
+			"type": "tool_use", "id": c.ID, "name": c.Name, "input": json.RawMessage(toolInput(c)),
+		})
+	}
+	return map[string]any{
+		"id":            p.messageID,
+		"type":          "message",
+		"role":          "assistant",
+		"model":         p.model,
+		"content":       content,
+		"stop_reason":   p.reply.stopReason(),
+		"stop_sequence": nil,
+		"usage":         usageJSON(p.reply.Usage, p.reply.Usage.OutputTokens),
+	}
+}
+
+// sseWriter writes events and flushes each one; it stops writing once the client is gone.
+type sseWriter struct {
+	w   *teeWriter
+	req *http.Request
+	err error
+}
+
+func (e *sseWriter) event(name string, data any) {
+	if e.err != nil {
+		return
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		panic(fmt.Sprintf("fakeapi: marshalling %s event: %v", name, err))
+	}
+	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+		e.err = fmt.Errorf("writing %s event: %w", name, err)
+		return
+	}
+	e.w.Flush()
+}
+
+// pause waits d unless the client goes away first.
+func (e *sseWriter) pause(d time.Duration) {
+	if d <= 0 || e.err != nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.req.Context().Done():
+		e.err = fmt.Errorf("waiting: %w", e.req.Context().Err())
+	}
+}
+
+func (e *sseWriter) pings(r Reply) {
+	for range r.Pings {
+		e.pause(r.PingEvery)
+		e.event("ping", map[string]string{"type": "ping"})
+	}
+}
+
+// stream writes the planned answer as server-sent events, like the real API: message_start,
+// ping, content blocks split over several deltas, message_delta, message_stop.
+func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	r := p.reply
+	e := &sseWriter{w: w, req: hr}
+	e.event("message_start", map[string]any{
+		"type": "message_start",
+		"message": map[string]any{
+			"id": p.messageID, "type": "message", "role": "assistant", "model": p.model,
+			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+			"usage": usageJSON(r.Usage, 1),
+		},
+	})
+	e.event("ping", map[string]string{"type": "ping"})
+	e.pings(r)
+
+	index := 0
+	if r.Text != "" || r.StreamError != "" {
+		e.event("content_block_start", map[string]any{
+			"type": "content_block_start", "index": index,
+			"content_block": map[string]string{"type": "text", "text": ""},
+		})
+		for _, part := range splitText(r.Text, s.cfg.chunk) {
+			e.pause(r.ChunkDelay)
+			e.event("content_block_delta", map[string]any{
+				"type": "content_block_delta", "index": index,
+				"delta": map[string]string{"type": "text_delta", "text": part},
+			})
+		}
+		if r.StreamError != "" {
+			e.event("error", errorBody(r.StreamError, r.ErrorMessage, p.requestID))
+			s.logStreamErr(p, e)
+			return
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
+	for _, c := range r.ToolCalls {
+		if index > 0 {
+			e.pings(r)
+		}
+		e.event("content_block_start", map[string]any{
+			"type": "content_block_start", "index": index,
+			"content_block": map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": map[string]any{}},
+		})
+		// The real API opens every tool input with an empty partial_json.
+		parts := append([]string{""}, splitText(string(toolInput(c)), s.cfg.chunk)...)
+		for _, part := range parts {
+			e.pause(r.ChunkDelay)
+			e.event("content_block_delta", map[string]any{
+				"type": "content_block_delta", "index": index,
+				"delta": map[string]string{"type": "input_json_delta", "partial_json": part},
+			})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
+	e.event("message_delta", map[string]any{
+		"type":  "message_delta",
+		"delta": map[string]any{"stop_reason": r.stopReason(), "stop_sequence": nil},
+		"usage": map[string]int{
+			"input_tokens":                r.Usage.InputTokens,
+			"cache_creation_input_tokens": r.Usage.CacheCreationInputTokens,
+			"cache_read_input_tokens":     r.Usage.CacheReadInputTokens,
+			"output_tokens":               r.Usage.OutputTokens,
+		},
+	})
+	e.event("message_stop", map[string]string{"type": "message_stop"})
+	s.logStreamErr(p, e)
+}
+
+func (s *Server) logStreamErr(p *plan, e *sseWriter) {
+	if e.err != nil {
+		s.cfg.logger.Info("stream ended early", "request_id", p.requestID, "err", e.err)
+	}
+}
+
+// splitText cuts s into pieces of at most size bytes on rune boundaries; text of two bytes or
+// more always gives at least two pieces, so every stream exercises delta accumulation.
+func splitText(s string, size int) []string {
+	if len(s) < 2 {
+		if s == "" {
+			return nil
+		}
+		return []string{s}
+	}
+	size = max(1, min(size, len(s)/2))
+	var out []string
+	for len(s) > 0 {
+		n := min(size, len(s))
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
