@@ -226,9 +226,6 @@ func (r *jsonReader) value() []byte {
 	return r.b[start:r.i]
 }
 
-// isNull reports whether the next value is null, without consuming it.
-func (r *jsonReader) isNull() bool { return r.peek() == 'n' }
-
 // skip passes over any value, validating it.
 func (r *jsonReader) skip() {
 	switch r.peek() {

@@ -28,7 +28,7 @@ func isAgentTool(name string) bool { return name == "Agent" || name == "Task" }
 
 // StreamDecoder decodes an SSE response incrementally, chunk by chunk as forwarded. Lines may be
 // split across chunks at any byte; \n, \r\n and \r all end lines. Its memory is bounded
-// regardless of input. The zero value is not usable; call NewStreamDecoder.
+// regardless of input. The zero value is ready to use, as is NewStreamDecoder's result.
 type StreamDecoder struct {
 	// SSE framing.
 	line     []byte // the start of a line split across chunks
@@ -264,6 +264,9 @@ func (d *StreamDecoder) blockStart(index int, raw []byte) {
 	if len(d.open) >= maxOpenBlocks {
 		d.skip("too many open content blocks")
 		return
+	}
+	if d.open == nil {
+		d.open = make(map[int]*openBlock, 2)
 	}
 	ob := &openBlock{tool: blk.tool, agent: blk.agent}
 	if blk.tool >= 0 {

@@ -114,6 +114,13 @@ func TestStreamDecoderFixtures(t *testing.T) {
 				}
 			}
 		})
+		t.Run(name+"/zero value decoder", func(t *testing.T) {
+			var d StreamDecoder
+			d.Write(raw, t0)
+			var got Response
+			d.Finish(&got)
+			diffResponse(t, got, want)
+		})
 		t.Run(name+"/byte at a time", func(t *testing.T) {
 			d := NewStreamDecoder()
 			for i := range raw {
