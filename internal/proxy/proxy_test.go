@@ -41,6 +41,7 @@ type received struct {
 	requestURI string
 	host       string
 	header     http.Header
+	length     int64 // Content-Length, -1 when chunked
 	body       []byte
 	err        error
 }
@@ -77,7 +78,7 @@ func TestForwardsBytesUnchanged(t *testing.T) {
 			got := make(chan received, 1)
 			upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, err := io.ReadAll(r.Body)
-				got <- received{method: r.Method, requestURI: r.RequestURI, host: r.Host, header: r.Header.Clone(), body: body, err: err}
+				got <- received{method: r.Method, requestURI: r.RequestURI, host: r.Host, header: r.Header.Clone(), length: r.ContentLength, body: body, err: err}
 				w.Header().Set("Request-Id", "req_011CTestRequestId")
 				w.Header().Set("Content-Type", "application/octet-stream")
 				w.Header().Set("Connection", "X-Resp-Hop")
@@ -148,6 +149,13 @@ func TestForwardsBytesUnchanged(t *testing.T) {
 			}
 			if up1.host != base.Host {
 				t.Errorf("upstream Host = %q, want %q", up1.host, base.Host)
+			}
+			wantLength := int64(len(tt.body))
+			if tt.chunkedReq {
+				wantLength = -1
+			}
+			if up1.length != wantLength {
+				t.Errorf("upstream Content-Length %d, want %d", up1.length, wantLength)
 			}
 			if !bytes.Equal(up1.body, tt.body) {
 				t.Errorf("upstream got a %d-byte body that differs from the %d bytes sent", len(up1.body), len(tt.body))

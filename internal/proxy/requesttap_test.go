@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// failingReader returns its data, then err.
+type failingReader struct {
+	data string
+	err  error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.data == "" {
+		return 0, f.err
+	}
+	n := copy(p, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+func TestRequestTapFinish(t *testing.T) {
+	const body = `{"model":"claude-sonnet-4-6"}`
+	cut := errors.New("connection reset by peer")
+	tests := []struct {
+		name          string
+		src           io.Reader
+		contentLength int64
+		limit         int64
+		readBytes     int // how much the transport reads before finish; -1 for all
+		wantBody      string
+		wantSize      int64
+		wantErr       string // substring of ParseError; "" for none
+		wantEnds      int    // calls of onEnd before finish
+	}{
+		{name: "read to EOF", src: strings.NewReader(body), contentLength: -1, limit: 1 << 10, readBytes: -1, wantBody: body, wantSize: int64(len(body)), wantEnds: 1},
+		{name: "known length complete before EOF", src: strings.NewReader(body), contentLength: int64(len(body)), limit: 1 << 10, readBytes: len(body), wantBody: body, wantSize: int64(len(body))},
+		{name: "known length cut short", src: strings.NewReader(body), contentLength: int64(len(body)), limit: 1 << 10, readBytes: 5, wantSize: 5, wantErr: "not read to its end"},
+		{name: "unknown length before EOF", src: strings.NewReader(body), contentLength: -1, limit: 1 << 10, readBytes: len(body), wantSize: int64(len(body)), wantErr: "not read to its end"},
+		{name: "read error", src: &failingReader{data: body[:10], err: cut}, contentLength: -1, limit: 1 << 10, readBytes: -1, wantSize: 10, wantErr: "connection reset", wantEnds: 1},
+		{name: "over the limit", src: strings.NewReader(body), contentLength: -1, limit: 8, readBytes: -1, wantSize: int64(len(body)), wantErr: "parse limit of 8 bytes", wantEnds: 1},
+		{name: "no limit", src: strings.NewReader(body), contentLength: -1, limit: 0, readBytes: -1, wantSize: int64(len(body)), wantErr: "parse limit of 0 bytes", wantEnds: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ends := 0
+			tap := newRequestTap(io.NopCloser(tt.src), tt.contentLength, tt.limit, func() { ends++ })
+			var r io.Reader = tap
+			if tt.readBytes >= 0 {
+				r = io.LimitReader(tap, int64(tt.readBytes))
+			}
+			_, _ = io.Copy(io.Discard, r)
+			if ends != tt.wantEnds {
+				t.Errorf("onEnd called %d times before finish, want %d", ends, tt.wantEnds)
+			}
+			body, size, parseErr := tap.finish()
+			if string(body) != tt.wantBody || size != tt.wantSize {
+				t.Errorf("finish = %q, %d; want %q, %d", body, size, tt.wantBody, tt.wantSize)
+			}
+			if (tt.wantErr == "") != (parseErr == "") || !strings.Contains(parseErr, tt.wantErr) {
+				t.Errorf("parse error %q, want one containing %q", parseErr, tt.wantErr)
+			}
+			if tt.wantBody != "" {
+				// Bytes read after finish belong to nobody: the copy handed out must not change.
+				_, _ = io.Copy(io.Discard, tap)
+				if string(body) != tt.wantBody {
+					t.Errorf("the copy changed after finish: %q", body)
+				}
+			}
+		})
+	}
+}
