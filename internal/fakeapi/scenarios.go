@@ -100,6 +100,21 @@ var scenarios = map[string]func() Script{
 	// As subagent, but the Agent call leaves run_in_background unset, which Claude Code 2.1.328
 	// runs in the background: the parent ends its turn first, then gets a task notification.
 	"subagent_background": func() Script { return subagentScript("subagent_background", true) },
+	// For interactive sessions: a Bash call that changes the file system, so that auto mode's
+	// permission classifier has something to judge, then end_turn.
+	"interactive": func() Script {
+		return withCommon("interactive",
+			Rule{Name: "main_result", Match: HasToolResults, Replies: []Reply{{
+				Text: "Created the marker file.", Usage: usage(47, 5303, 223, 13),
+			}}},
+			Rule{Name: "main", Replies: []Reply{{
+				ToolCalls: []ToolCall{{Name: "Bash", Input: map[string]any{
+					"command": "touch cctrace-fakeapi-marker.txt", "description": "Create a marker file",
+				}}},
+				Usage: usage(37, 0, 4909, 53),
+			}}},
+		)
+	},
 	// The turn's first two attempts get 529 overloaded_error, the third succeeds.
 	"retry_529": func() Script {
 		return withCommon("retry_529",

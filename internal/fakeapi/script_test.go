@@ -135,7 +135,7 @@ func TestMatchers(t *testing.T) {
 func TestScenarioNames(t *testing.T) {
 	names := ScenarioNames()
 	for _, want := range []string{
-		"compaction", "midstream_error", "parallel_tools", "retry_529", "side_request",
+		"compaction", "interactive", "midstream_error", "parallel_tools", "retry_529", "side_request",
 		"slow_pings", "subagent", "subagent_background", "tool_roundtrip",
 	} {
 		s, err := Scenario(want)
@@ -147,7 +147,7 @@ func TestScenarioNames(t *testing.T) {
 			t.Errorf("Scenario(%q) = %+v", want, s)
 		}
 	}
-	if len(names) != 9 {
+	if len(names) != 10 {
 		t.Errorf("ScenarioNames() = %v", names)
 	}
 	if _, err := Scenario("nope"); err == nil {

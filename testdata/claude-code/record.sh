@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Records the real Claude Code CLI against cctrace-fakeapi, one directory per scenario.
+#
+#   testdata/claude-code/record.sh SCENARIO [OUTDIR]
+#
+# CLAUDE points at the CLI binary (default: the npm install under /root/.cache/cctrace).
+# Each run uses a fresh HOME and working directory and the dummy key sk-ant-dummy-marker, which
+# the fake never records (x-api-key is stripped); the script fails if the key shows up anyway.
+set -euo pipefail
+
+scenario=${1:?usage: record.sh SCENARIO [OUTDIR]}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=${2:-$repo/testdata/claude-code/$scenario}
+CLAUDE=${CLAUDE:-/root/.cache/cctrace/claude-code-2.1.328/node_modules/@anthropic-ai/claude-code-linux-x64/claude}
+# Split so that grepping the tree for the key finds only leaks, not this line.
+KEY="sk-ant-dummy-""marker"
+
+case $scenario in
+*[!a-z0-9_]* | "")
+	echo "bad scenario name $scenario" >&2
+	exit 2
+	;;
+esac
+
+tmp=$(mktemp -d)
+trap 'kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/home" "$tmp/work"
+rm -rf "$out"
+mkdir -p "$out"
+
+(cd "$repo" && go build -o "$tmp/fakeapi" ./cmd/cctrace-fakeapi)
+"$tmp/fakeapi" --listen 127.0.0.1:0 --scenario "$scenario" --record "$out" >"$tmp/url" 2>"$tmp/fake.log" &
+fake_pid=$!
+for _ in $(seq 50); do [ -s "$tmp/url" ] && break; sleep 0.1; done
+url=$(cat "$tmp/url")
+
+# claude runs the CLI in the scenario's HOME and working directory; extra environment comes first.
+claude() {
+	(cd "$tmp/work" && env HOME="$tmp/home" ANTHROPIC_BASE_URL="$url" ANTHROPIC_API_KEY="$KEY" \
+		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="${NONESSENTIAL_OFF-1}" \
+		timeout 180 "$CLAUDE" "$@" </dev/null)
+}
+
+# session_id reads the session id from the stream-json output of the previous run.
+session_id() { grep -o '"session_id":"[^"]*"' "$out/cli-1.jsonl" | head -1 | cut -d'"' -f4; }
+
+run=0
+step() {
+	run=$((run + 1))
+	echo "\$ claude $*" >"$out/cli-$run.cmd"
+	claude "$@" --verbose --output-format stream-json >"$out/cli-$run.jsonl" 2>"$out/cli-$run.stderr" || echo "exit $?" >>"$out/cli-$run.stderr"
+}
+
+case $scenario in
+tool_roundtrip | retry_529 | slow_pings | midstream_error)
+	step -p "Print hello with a shell command." --allowedTools Bash,Read
+	;;
+parallel_tools)
+	step -p "Print two words and read a file, all at once." --allowedTools Bash,Read
+	;;
+subagent | subagent_background)
+	step -p "Delegate an echo to a subagent." --allowedTools Bash,Read,Agent
+	;;
+compaction)
+	step -p "Remember the word pineapple." --allowedTools Bash,Read
+	id=$(session_id)
+	step -p "What was the word?" --resume "$id" --allowedTools Bash,Read
+	step -p "/compact" --resume "$id"
+	step -p "And now, what was the word?" --resume "$id" --allowedTools Bash,Read
+	;;
+side_request)
+	# Side requests are nonessential traffic: let them through.
+	NONESSENTIAL_OFF= step -p "Give me a plain answer." --allowedTools Bash,Read
+	;;
+interactive)
+	# An interactive session in a tmux pane. Onboarding done, the working directory trusted and
+	# the dummy key approved in ~/.claude.json; DISABLE_AUTOUPDATER=1 because the interactive CLI
+	# otherwise runs `npm install --global` of a newer version.
+	cat >"$tmp/home/.claude.json" <<JSON
+{"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.328", "theme": "dark",
+ "customApiKeyResponses": {"approved": ["$KEY"], "rejected": []},
+ "projects": {"$tmp/work": {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}}
+JSON
+	pane=cctrace-record-$$
+	tmux new-session -d -s "$pane" -x 200 -y 50 \
+		"cd $tmp/work && env HOME=$tmp/home ANTHROPIC_BASE_URL=$url ANTHROPIC_API_KEY=$KEY DISABLE_AUTOUPDATER=1 $CLAUDE 2>$out/cli-1.stderr"
+	# wait_for RULE N waits until the fake has answered N requests with RULE.
+	wait_for() {
+		for _ in $(seq 300); do
+			[ "$(grep -c "rule=$1 " "$tmp/fake.log")" -ge "$2" ] && { sleep 2; return; }
+			sleep 0.2
+		done
+		echo "timed out waiting for $2 x $1" >&2
+		tmux capture-pane -p -t "$pane" >&2
+		return 1
+	}
+	type_line() { tmux send-keys -t "$pane" -l "$1"; sleep 1; tmux send-keys -t "$pane" Enter; }
+	sleep 5
+	type_line "Create a marker file."
+	wait_for main_result 1
+	type_line "/compact"
+	wait_for compaction 1
+	type_line "Create it again."
+	wait_for main_result 2
+	tmux capture-pane -p -t "$pane" >"$out/cli-1.screen"
+	type_line "/exit"
+	sleep 2
+	tmux kill-session -t "$pane" 2>/dev/null || true
+	;;
+*)
+	echo "unknown scenario $scenario" >&2
+	exit 2
+	;;
+esac
+
+kill "$fake_pid"
+wait "$fake_pid" 2>/dev/null || true
+cp "$tmp/fake.log" "$out/fakeapi.log"
+find "$out" -name 'cli-*.stderr' -empty -delete
+if grep -rl -- "$KEY" "$out"; then
+	echo "the API key leaked into $out" >&2
+	exit 1
+fi
+echo "$(ls "$out"/*.json | wc -l) exchanges recorded in $out"

@@ -1,0 +1,1 @@
+$ claude -p Give me a plain answer. --allowedTools Bash,Read
