@@ -4,7 +4,7 @@
 #   testdata/claude-code/record.sh SCENARIO [OUTDIR]
 #
 # CLAUDE points at the CLI binary (default: the npm install under /root/.cache/cctrace).
-# Each run uses a fresh HOME and working directory and the dummy key sk-ant-dummy-marker, which
+# Each run uses a fresh HOME and working directory and a dummy key (KEY below), which
 # the fake never records (x-api-key is stripped); the script fails if the key shows up anyway.
 set -euo pipefail
 
