@@ -1,0 +1,177 @@
+// Package harness starts the real external components that cctrace's end-to-end tests talk to
+// (Jaeger v2, Prometheus, the Claude Code CLI) and reads back what they recorded.
+//
+// Binaries are found through environment variables that scripts/test.sh exports after
+// installing them: CCTRACE_JAEGER_BIN, CCTRACE_PROMETHEUS_BIN, CCTRACE_PROMTOOL_BIN,
+// CCTRACE_ALERTMANAGER_BIN, CCTRACE_AMTOOL_BIN and CCTRACE_CLAUDE_BIN. A test that needs one
+// calls Require: outside CI a missing binary skips the test, under CI=true it fails it.
+//
+// Every server binds to 127.0.0.1 on ports chosen by FreePort, writes its output to a log file in
+// the test's temporary directory (printed when the test fails), and is stopped, together with
+// its whole process group, by t.Cleanup.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Environment variables that name the binaries of the external components.
+const (
+	EnvJaeger       = "CCTRACE_JAEGER_BIN"       // Jaeger v2 all-in-one (cmd/jaeger)
+	EnvPrometheus   = "CCTRACE_PROMETHEUS_BIN"   // prometheus server
+	EnvPromtool     = "CCTRACE_PROMTOOL_BIN"     // promtool
+	EnvAlertmanager = "CCTRACE_ALERTMANAGER_BIN" // alertmanager (Debian: prometheus-alertmanager)
+	EnvAmtool       = "CCTRACE_AMTOOL_BIN"       // amtool
+	EnvClaude       = "CCTRACE_CLAUDE_BIN"       // Claude Code CLI native binary
+)
+
+// InCI reports whether the CI environment variable is set to a true value ("true", "1", …).
+// Under CI a missing component is a test failure, not a skip.
+func InCI() bool {
+	ci, err := strconv.ParseBool(os.Getenv("CI"))
+	return err == nil && ci
+}
+
+// Require returns the path of the binary named by the environment variable envVar; what
+// describes the component for the message. When envVar is unset it skips the test, or fails it
+// under CI=true. When envVar is set but does not name an executable file the test always fails:
+// the setup is broken, not absent.
+func Require(t testing.TB, envVar, what string) string {
+	t.Helper()
+	path := os.Getenv(envVar)
+	if path == "" {
+		msg := fmt.Sprintf("%s not available: set %s (bash scripts/test.sh installs it and exports it)", what, envVar)
+		if InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("%s: %s=%q: %v", what, envVar, path, err)
+	}
+	if info.IsDir() || info.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("%s: %s=%q is not an executable file", what, envVar, path)
+	}
+	return path
+}
+
+// Claude returns the path of the Claude Code CLI binary from CCTRACE_CLAUDE_BIN, with the
+// skip/fail rule of Require.
+func Claude(t testing.TB) string {
+	t.Helper()
+	return Require(t, EnvClaude, "Claude Code CLI")
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Another process may
+// take it before the caller binds it; the Start functions retry with new ports when a server
+// exits during start-up.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	return port
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("listening on 127.0.0.1:0: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("closing probe listener: %w", err)
+	}
+	return port, nil
+}
+
+// WaitHTTP polls url with GET until it answers 200 OK, and fails the test if that has not
+// happened within timeout.
+func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
+	t.Helper()
+	if err := waitHTTP(url, timeout, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitHTTP polls url until it answers 200, timeout passes, or exited (when not nil) is closed
+// because the server process ended.
+func waitHTTP(url string, timeout time.Duration, exited <-chan struct{}) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for {
+		status, err := getStatus(client, url)
+		switch {
+		case err == nil && status == http.StatusOK:
+			return nil
+		case err == nil:
+			last = fmt.Errorf("status %d", status)
+		default:
+			last = err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s: not ready after %v: %w", url, timeout, last)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("waiting for %s: %w", url, errExited)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+var errExited = errors.New("server process exited")
+
+func getStatus(client *http.Client, url string) (int, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("building request: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("requesting %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, fmt.Errorf("reading %s: %w", url, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// getBody fetches url and returns the body of a 200 answer.
+func getBody(url string) ([]byte, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building request: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("requesting %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: status %d: %.512s", url, resp.StatusCode, body)
+	}
+	return body, nil
+}
+
+// startAttempts is how often a Start function tries with fresh ports when the server exits
+// during start-up (typically because another process took a port FreePort picked).
+const startAttempts = 3
