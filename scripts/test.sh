@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs every check and test of cctrace, installing what they need first (see scripts/tools.sh).
+#
+#   bash scripts/test.sh                 # all stages
+#   bash scripts/test.sh static unit     # only the named stages (tools always runs first)
+#
+# Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
+# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (packages under
+# e2e/ and internal/e2e/, against real Jaeger, Prometheus and Claude Code), bench (every
+# benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
+# (except tools); the script exits non-zero if any failed.
+#
+# Under CI=true an end-to-end test whose component is missing fails instead of skipping.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-10s}
+MODULE=$(go list -m)
+
+# shellcheck source=scripts/tools.sh
+source scripts/tools.sh
+
+declare -a SUMMARY=()
+FAILED=0
+RUN_START=$(date +%s)
+
+# stage NAME CMD...: runs CMD as stage NAME unless stages were named on the command line and
+# NAME is not one of them.
+stage() {
+	local name=$1 start rc=0
+	shift
+	if [ ${#SELECTED[@]} -gt 0 ] && [[ " ${SELECTED[*]} " != *" $name "* ]]; then
+		return 0
+	fi
+	printf '\n==> stage %s\n' "$name"
+	start=$(date +%s)
+	"$@" || rc=$?
+	local took=$(($(date +%s) - start))
+	if [ $rc -eq 0 ]; then
+		printf '==> stage %s: ok in %ds\n' "$name" "$took"
+		SUMMARY+=("$(printf '%-8s ok      %5ds' "$name" "$took")")
+	else
+		printf '==> stage %s: FAILED (exit %d) in %ds\n' "$name" "$rc" "$took"
+		SUMMARY+=("$(printf '%-8s FAILED  %5ds' "$name" "$took")")
+		FAILED=1
+	fi
+	return $rc
+}
+
+# Packages whose tests start real external components.
+e2e_packages() {
+	go list -e ./... | grep -E "^$MODULE/(internal/)?e2e(/|$)" || true
+}
+
+unit_packages() {
+	go list -e ./... | grep -vE "^$MODULE/(internal/)?e2e(/|$)"
+}
+
+run_static() {
+	local rc=0 unformatted
+	unformatted=$(gofmt -l .)
+	if [ -n "$unformatted" ]; then
+		printf 'gofmt: these files are not formatted:\n%s\n' "$unformatted"
+		rc=1
+	fi
+	go vet ./... || rc=1
+	"$CCTRACE_STATICCHECK_BIN" ./... || rc=1
+	return $rc
+}
+
+run_unit() {
+	# shellcheck disable=SC2046 # one argument per package
+	go test -race -count=1 $(unit_packages)
+}
+
+run_fuzz() {
+	local rc=0 file dir fn found=0
+	while IFS= read -r file; do
+		dir=$(dirname "$file")
+		for fn in $(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$file"); do
+			found=1
+			printf -- '--- fuzz %s %s for %s\n' "$dir" "$fn" "$FUZZTIME"
+			go test -run='^$' -fuzz="^${fn}\$" -fuzztime="$FUZZTIME" "$dir" || rc=1
+		done
+	done < <(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . | grep -v '^./tools/' | sort)
+	[ $found = 1 ] || echo "no fuzz targets found"
+	return $rc
+}
+
+run_e2e() {
+	local pkgs
+	pkgs=$(e2e_packages)
+	if [ -z "$pkgs" ]; then
+		echo "no end-to-end packages found"
+		return 1
+	fi
+	# shellcheck disable=SC2086 # one argument per package
+	go test -race -count=1 -timeout 30m $pkgs
+}
+
+run_bench() {
+	go test -run='^$' -bench=. -benchtime=1x -short ./...
+}
+
+SELECTED=("$@")
+for s in "${SELECTED[@]}"; do
+	case $s in
+	static | unit | fuzz | e2e | bench | tools) ;;
+	*)
+		echo "unknown stage $s (want: tools static unit fuzz e2e bench)" >&2
+		exit 2
+		;;
+	esac
+done
+if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools); fi
+
+go version
+stage tools install_tools || {
+	echo "cannot run the checks without their tools" >&2
+	exit 1
+}
+"$CCTRACE_JAEGER_BIN" version 2>/dev/null | head -n 3 || true
+"$CCTRACE_PROMETHEUS_BIN" --version 2>&1 | head -n 1
+"$CCTRACE_CLAUDE_BIN" --version
+"$CCTRACE_STATICCHECK_BIN" -version
+
+stage static run_static || true
+stage unit run_unit || true
+stage fuzz run_fuzz || true
+stage e2e run_e2e || true
+stage bench run_bench || true
+
+printf '\n==> summary (total %ds)\n' "$(($(date +%s) - RUN_START))"
+printf '%s\n' "${SUMMARY[@]}"
+exit $FAILED

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Installs (or finds in the cache) the external tools cctrace's checks and end-to-end tests use,
+# and exports their absolute paths:
+#   CCTRACE_JAEGER_BIN        Jaeger v2 all-in-one, built from the Go module proxy (tools/jaeger)
+#   CCTRACE_PROMETHEUS_BIN    prometheus            (Debian package prometheus)
+#   CCTRACE_PROMTOOL_BIN      promtool              (Debian package prometheus)
+#   CCTRACE_ALERTMANAGER_BIN  prometheus-alertmanager (Debian package prometheus-alertmanager)
+#   CCTRACE_AMTOOL_BIN        amtool                (Debian package prometheus-alertmanager)
+#   CCTRACE_CLAUDE_BIN        Claude Code CLI native binary (npm @anthropic-ai/claude-code)
+#   CCTRACE_STATICCHECK_BIN   staticcheck           (honnef.co/go/tools)
+# A variable that is already set to an executable is kept as it is.
+#
+# Slow builds are cached outside the clone in ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/<tool>-<version>/,
+# so only the first run on a machine pays for them.
+#
+# Source it and call install_tools (scripts/test.sh does), or run it to print export lines:
+#   eval "$(bash scripts/tools.sh)"
+
+CCTRACE_ROOT=${CCTRACE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+CCTRACE_CACHE=${CCTRACE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctrace}
+CLAUDE_CODE_VERSION=2.1.328
+STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, the first line that supports Go 1.26
+
+tools_log() { printf '[tools] %s\n' "$*" >&2; }
+
+# tools_timed LABEL CMD...: runs CMD, then logs how long it took.
+tools_timed() {
+	local label=$1 start rc=0
+	shift
+	start=$(date +%s)
+	"$@" || rc=$?
+	tools_log "$label: $([ $rc -eq 0 ] && echo ok || echo "FAILED ($rc)") in $(($(date +%s) - start))s"
+	return $rc
+}
+
+# tools_locked NAME CMD...: runs CMD holding a per-tool lock in the cache, so two runs on one
+# machine do not build the same tool into the same place at once.
+tools_locked() {
+	local name=$1
+	shift
+	mkdir -p "$CCTRACE_CACHE"
+	(
+		flock 9
+		"$@"
+	) 9>"$CCTRACE_CACHE/.lock-$name"
+}
+
+tools_executable() { [ -n "${1:-}" ] && [ -f "$1" ] && [ -x "$1" ]; }
+
+# --- Jaeger -----------------------------------------------------------------------------------
+# `go install github.com/jaegertracing/jaeger/cmd/jaeger@v…` is refused because Jaeger's go.mod
+# has a replace directive; tools/jaeger is a module that requires Jaeger, copies the replace,
+# and names cmd/jaeger as a tool. Its go.mod is the one place the version is pinned.
+
+jaeger_version() {
+	(cd "$CCTRACE_ROOT/tools/jaeger" && go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
+}
+
+build_jaeger() {
+	local version=$1 dir=$2
+	[ -x "$dir/jaeger" ] && return 0
+	mkdir -p "$dir"
+	tools_log "building Jaeger $version (cold: about 15 minutes on 2 cores)"
+	(
+		cd "$CCTRACE_ROOT/tools/jaeger" &&
+			go build -trimpath \
+				-ldflags "-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$version" \
+				-o "$dir/jaeger.tmp" github.com/jaegertracing/jaeger/cmd/jaeger
+	) || return 1
+	mv -f "$dir/jaeger.tmp" "$dir/jaeger"
+}
+
+install_jaeger() {
+	if tools_executable "${CCTRACE_JAEGER_BIN:-}"; then
+		return 0
+	fi
+	local version dir
+	version=$(jaeger_version) || {
+		tools_log "cannot read the Jaeger version from tools/jaeger/go.mod"
+		return 1
+	}
+	dir="$CCTRACE_CACHE/jaeger-$version"
+	tools_locked "jaeger-$version" build_jaeger "$version" "$dir" || return 1
+	"$dir/jaeger" version >/dev/null 2>&1 || {
+		tools_log "$dir/jaeger does not run"
+		return 1
+	}
+	CCTRACE_JAEGER_BIN="$dir/jaeger"
+}
+
+# --- Prometheus and Alertmanager (Debian) -----------------------------------------------------
+# The Debian packages enable and try to start services. Starting is refused here through
+# policy-rc.d (a temporary one is put in place when the machine has none), and on a machine
+# run by systemd the units are stopped and disabled, so no server stays bound to 0.0.0.0.
+# The tests start their own servers from the binaries only.
+
+prometheus_bins_present() {
+	command -v prometheus >/dev/null && command -v promtool >/dev/null &&
+		command -v amtool >/dev/null &&
+		{ command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null; }
+}
+
+apt_install_prometheus() {
+	prometheus_bins_present && return 0
+	if [ "$(id -u)" != 0 ]; then
+		tools_log "prometheus, promtool, prometheus-alertmanager and amtool are missing; as root run:"
+		tools_log "  apt-get install -y --no-install-recommends prometheus prometheus-alertmanager"
+		return 1
+	fi
+	local policy=/usr/sbin/policy-rc.d own_policy=0 rc=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# cctrace scripts/tools.sh: no service starts while installing.\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		own_policy=1
+	fi
+	{
+		apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				prometheus prometheus-alertmanager >/dev/null
+	} || rc=$?
+	[ $own_policy = 1 ] && rm -f "$policy"
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+		systemctl disable --now prometheus.service prometheus-alertmanager.service >/dev/null 2>&1 || true
+	fi
+	return $rc
+}
+
+install_prometheus() {
+	tools_locked apt apt_install_prometheus || return 1
+	local am
+	am=$(command -v prometheus-alertmanager || command -v alertmanager)
+	tools_executable "${CCTRACE_PROMETHEUS_BIN:-}" || CCTRACE_PROMETHEUS_BIN=$(command -v prometheus)
+	tools_executable "${CCTRACE_PROMTOOL_BIN:-}" || CCTRACE_PROMTOOL_BIN=$(command -v promtool)
+	tools_executable "${CCTRACE_ALERTMANAGER_BIN:-}" || CCTRACE_ALERTMANAGER_BIN=$am
+	tools_executable "${CCTRACE_AMTOOL_BIN:-}" || CCTRACE_AMTOOL_BIN=$(command -v amtool)
+}
+
+# --- Claude Code CLI (npm) --------------------------------------------------------------------
+# @anthropic-ai/claude-code is a wrapper whose postinstall hard-links the native binary of the
+# platform package (@anthropic-ai/claude-code-linux-x64, …/claude) over its bin/claude.exe
+# placeholder. When that did not happen (scripts disabled), the platform binary is used directly.
+
+claude_runs() {
+	tools_executable "$1" || return 1
+	local out
+	out=$(DISABLE_AUTOUPDATER=1 "$1" --version 2>/dev/null </dev/null) || return 1
+	[ "${out%% *}" = "$CLAUDE_CODE_VERSION" ]
+}
+
+claude_find() {
+	local dir=$1 candidate
+	for candidate in "$dir/node_modules/@anthropic-ai/claude-code/bin/claude.exe" \
+		"$dir"/node_modules/@anthropic-ai/claude-code-*/claude; do
+		if claude_runs "$candidate"; then
+			printf '%s\n' "$candidate"
+			return 0
+		fi
+	done
+	return 1
+}
+
+npm_install_claude() {
+	local dir=$1
+	claude_find "$dir" >/dev/null && return 0
+	command -v npm >/dev/null || {
+		tools_log "npm is missing: install Node.js and npm"
+		return 1
+	}
+	rm -rf "$dir.tmp"
+	mkdir -p "$dir.tmp"
+	npm install --prefix "$dir.tmp" --no-audit --no-fund --save-exact --loglevel=error \
+		"@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" >&2 || return 1
+	rm -rf "$dir"
+	mv "$dir.tmp" "$dir"
+}
+
+install_claude() {
+	tools_executable "${CCTRACE_CLAUDE_BIN:-}" && return 0
+	local dir="$CCTRACE_CACHE/claude-code-$CLAUDE_CODE_VERSION"
+	tools_locked "claude-code-$CLAUDE_CODE_VERSION" npm_install_claude "$dir" || return 1
+	CCTRACE_CLAUDE_BIN=$(claude_find "$dir") || {
+		tools_log "no runnable Claude Code $CLAUDE_CODE_VERSION binary under $dir"
+		return 1
+	}
+}
+
+# --- staticcheck ------------------------------------------------------------------------------
+
+build_staticcheck() {
+	local dir=$1
+	[ -x "$dir/staticcheck" ] && return 0
+	GOBIN="$dir" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+}
+
+install_staticcheck() {
+	tools_executable "${CCTRACE_STATICCHECK_BIN:-}" && return 0
+	local dir="$CCTRACE_CACHE/staticcheck-$STATICCHECK_VERSION"
+	tools_locked "staticcheck-$STATICCHECK_VERSION" build_staticcheck "$dir" || return 1
+	CCTRACE_STATICCHECK_BIN="$dir/staticcheck"
+}
+
+# --- all --------------------------------------------------------------------------------------
+
+# install_tools installs everything, building Jaeger in the background meanwhile, and exports
+# the CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
+install_tools() {
+	local failed=0 jaeger_log jaeger_pid
+	jaeger_log=$(mktemp)
+	# The Jaeger build runs in a subshell; it reports its path through the cache, read below.
+	(tools_timed "jaeger" install_jaeger) >"$jaeger_log" 2>&1 &
+	jaeger_pid=$!
+	tools_timed "prometheus+alertmanager (apt)" install_prometheus || failed=1
+	tools_timed "claude code (npm)" install_claude || failed=1
+	tools_timed "staticcheck" install_staticcheck || failed=1
+	wait "$jaeger_pid" || failed=1
+	cat "$jaeger_log" >&2
+	rm -f "$jaeger_log"
+	if ! tools_executable "${CCTRACE_JAEGER_BIN:-}"; then
+		local version
+		version=$(jaeger_version) && CCTRACE_JAEGER_BIN="$CCTRACE_CACHE/jaeger-$version/jaeger"
+		tools_executable "$CCTRACE_JAEGER_BIN" || failed=1
+	fi
+	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
+		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN
+	local v
+	for v in CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
+		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN; do
+		tools_log "$v=${!v:-(missing)}"
+	done
+	return $failed
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	set -euo pipefail
+	install_tools
+	for v in CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
+		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN; do
+		printf 'export %s=%q\n' "$v" "${!v}"
+	done
+fi
