@@ -54,9 +54,6 @@ var grafanaVars = strings.NewReplacer(
 // families nor recording rules: Prometheus's scrape health.
 var knownPlainMetrics = []string{"up"}
 
-// histogramSuffixes are the series suffixes of a histogram family.
-var histogramSuffixes = []string{"_bucket", "_sum", "_count"}
-
 // metricNames returns the metric names that the selectors in expr ask for.
 func metricNames(expr string) ([]string, error) {
 	e, err := parser.ParseExpr(expr)
