@@ -108,6 +108,9 @@ func describe(s *Span, ended bool) string {
 		if t.Compaction != "" {
 			f = append(f, "compaction="+t.Compaction)
 		}
+		if t.Trigger != "prompt" && t.Trigger != "compaction" {
+			f = append(f, "trigger="+t.Trigger)
+		}
 		f = append(f, fmt.Sprintf("in=%d out=%d", t.Usage.TotalInput(), t.Usage.OutputTokens))
 	case s.Chat != nil:
 		c := s.Chat

@@ -173,7 +173,12 @@ type Turn struct {
 	// /compact trace.
 	Outcome    string
 	StopReason string
-	// Trigger is "manual" when this trace is a manual /compact.
+	// Trigger says what started the turn: "prompt" (a human prompt), "task_notification"
+	// (Claude Code reporting a finished background task), "continuation" (a request without human
+	// text while no turn was open, e.g. tool results after cctrace restarted or a turn timed out)
+	// or "compaction" (a /compact summarisation).
+	Trigger string
+	// Compaction is "manual" when this trace is a /compact summarisation.
 	Compaction string
 	Requests   int // API request attempts, subagents' included
 	Retries    int

@@ -64,6 +64,8 @@ type openTool struct {
 	chain *chain // the chain whose response asked for it
 	// subagent is the run this Agent call started, once its first request was seen.
 	subagent *subagentRun
+	// async is set when the Agent call's result says the subagent runs in the background.
+	async bool
 }
 
 // pendingCompaction is what the tracker remembers between a compaction summary and the

@@ -20,6 +20,7 @@ const (
 	compactionPrompt   = "CRITICAL: Respond with TEXT ONLY"
 	continuationPrefix = "This session is being continued from a previous conversation"
 	interruptMarker    = "[Request interrupted by user"
+	asyncAgentMarker   = "Async agent launched"
 	mainAgentName      = "claude-code"
 	defaultSubagent    = "general-purpose"
 )
@@ -248,6 +249,7 @@ func (t *Tracker) startCompaction(ex *exchange) {
 	tr := t.startTurn(sess, ex.span.Start, ex)
 	tr.compactionOnly = true
 	tr.span.Turn.Compaction = "manual"
+	tr.span.Turn.Trigger = "compaction"
 	t.startChild(ex, tr.span, tr)
 }
 
@@ -296,6 +298,12 @@ func (t *Tracker) startConversational(ex *exchange) {
 		case tr != nil && !tr.compactionOnly && !interrupted && !startsTurn(last, sess):
 		default:
 			tr = t.startTurn(sess, req.Time, ex)
+			switch {
+			case body.TaskNotification:
+				tr.span.Turn.Trigger = "task_notification"
+			case !interrupted && !startsTurn(last, sess) && compaction == nil:
+				tr.span.Turn.Trigger = "continuation"
+			}
 		}
 		t.trackPlanMode(sess, tr, body.PlanMode, req.Time)
 		tr.deadline = time.Time{}
@@ -422,7 +430,7 @@ func (t *Tracker) startSubagent(ex *exchange) *subagentRun {
 			if a.SubagentType != "" {
 				sa.Type = a.SubagentType
 			}
-			sa.Background = a.RunInBackground
+			sa.Background = a.RunInBackground || call.async
 		}
 	} else if tr := sess.turn; tr != nil {
 		parent, run.turn = tr.span, tr
@@ -478,6 +486,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		Link:      ex.span.Link,
 		Turn: &Turn{
 			Index:        sess.turns,
+			Trigger:      "prompt",
 			ToolCounts:   make(map[string]int),
 			ToolFailures: make(map[string]int),
 		},
@@ -674,6 +683,13 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 			outcome := "success"
 			if r.IsError {
 				outcome = "error"
+			}
+			if tool.span.Tool.Agent != nil && strings.Contains(r.Preview, asyncAgentMarker) {
+				// Claude Code ran the subagent in the background (the default in -p mode).
+				tool.async = true
+				if tool.subagent != nil {
+					tool.subagent.span.Subagent.Background = true
+				}
 			}
 			t.endTool(sess, r.ToolUseID, tool, now, outcome, r)
 		}

@@ -24,6 +24,9 @@ const (
 	// they do not want you to execute yet -- you MUST NOT make any edits, …") that Claude Code
 	// attaches to the user's messages while Plan Mode is on.
 	planModeMarker = "Plan mode is active"
+	// taskNotificationMarker starts the reminder Claude Code sends when a background task, such
+	// as a background subagent, has finished.
+	taskNotificationMarker = "<task-notification>"
 	// agentIDMarker precedes the subagent id in an Agent tool result.
 	agentIDMarker = "agentId:"
 )
@@ -67,6 +70,7 @@ type messageText struct {
 	resultsFrom, resultsTo int
 	planMode               bool // a text block carries the Plan Mode reminder
 	compact                bool // a text block carries the /compact command
+	taskNotification       bool // a text block carries a <task-notification>
 }
 
 func (p *bodyParser) parse() bool {
@@ -420,6 +424,9 @@ func (p *bodyParser) textBlock(raw []byte, text *messageText) {
 	if !text.planMode && bytes.Contains(raw, []byte(planModeMarker)) {
 		text.planMode = true
 	}
+	if !text.taskNotification && bytes.Contains(raw, []byte(taskNotificationMarker)) {
+		text.taskNotification = true
+	}
 	if !text.compact && bytes.Contains(raw, []byte("/compact")) &&
 		strings.Contains(unquote(raw), compactCommand) {
 		text.compact = true
@@ -483,6 +490,7 @@ func (p *bodyParser) finish() {
 	}
 	if lastUser >= 0 {
 		p.out.PlanMode = p.msgs[lastUser].planMode
+		p.out.TaskNotification = p.msgs[lastUser].taskNotification
 	}
 	if last >= 0 {
 		if raw := p.msgs[last].human; raw != nil && msgs[last].Text == "" {

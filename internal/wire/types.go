@@ -104,6 +104,9 @@ type Body struct {
 	CompactCommand bool
 	// PlanMode is true when the last user message carries a Plan Mode system reminder.
 	PlanMode bool
+	// TaskNotification is true when the last user message carries a <task-notification>: Claude
+	// Code reporting that a background task (e.g. a background subagent) finished.
+	TaskNotification bool
 }
 
 // HumanTextLimit bounds the human text kept from a request (previews and prefix matching).

@@ -1,0 +1,149 @@
+// Package replay reads recorded exchanges (the NNN.json files of testdata/claude-code, written by
+// internal/fakeapi) and plays them into anything that takes requests and responses, such as the
+// tracker, in the order the proxy would have seen them. It is a second source for the pipeline:
+// the tracker cannot tell replayed traffic from live traffic.
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Exchange is one recorded request and the response it got.
+type Exchange struct {
+	Seq      int
+	Request  *wire.Request
+	Response *wire.Response
+	// body is the raw request body; response the raw response body.
+	body, response []byte
+}
+
+// record is the on-disk form of one exchange.
+type record struct {
+	Seq             int                 `json:"seq"`
+	Time            time.Time           `json:"time"`
+	End             time.Time           `json:"end"`
+	Method          string              `json:"method"`
+	Path            string              `json:"path"`
+	Headers         map[string][]string `json:"headers"`
+	ContentEncoding string              `json:"content_encoding"`
+	Body            json.RawMessage     `json:"body"`
+	BodyText        string              `json:"body_text"`
+	Status          int                 `json:"status"`
+	ResponseHeaders map[string][]string `json:"response_headers"`
+	Response        string              `json:"response"`
+}
+
+// Load reads every NNN.json exchange in dir, in sequence order.
+func Load(dir string) ([]*Exchange, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9][0-9].json"))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("loading %s: no NNN.json exchanges", dir)
+	}
+	var out []*Exchange
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading exchange: %w", err)
+		}
+		var r record
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", p, err)
+		}
+		out = append(out, r.exchange())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
+func (r *record) exchange() *Exchange {
+	id := uint64(r.Seq)
+	h := http.Header(r.Headers)
+	req := &wire.Request{
+		ExchangeID:      id,
+		Time:            r.Time,
+		Method:          r.Method,
+		Path:            r.Path,
+		Endpoint:        wire.ClassifyPath(r.Method, r.Path),
+		Headers:         wire.ParseHeaders(h),
+		ContentEncoding: r.ContentEncoding,
+	}
+	body := []byte(r.Body)
+	if len(body) == 0 && r.BodyText != "" {
+		body = []byte(r.BodyText)
+	}
+	req.BodySize = int64(len(body))
+	rh := http.Header(r.ResponseHeaders)
+	resp := &wire.Response{
+		ExchangeID:      id,
+		Status:          r.Status,
+		HeaderTime:      r.Time,
+		End:             r.End,
+		RequestID:       rh.Get("Request-Id"),
+		ContentType:     rh.Get("Content-Type"),
+		ContentEncoding: rh.Get("Content-Encoding"),
+		Streamed:        strings.HasPrefix(rh.Get("Content-Type"), "text/event-stream"),
+		BodySize:        int64(len(r.Response)),
+	}
+	return &Exchange{Seq: r.Seq, Request: req, Response: resp, body: body, response: []byte(r.Response)}
+}
+
+// Target takes decoded requests and responses, like instrument.Tracker.
+type Target interface {
+	Request(*wire.Request)
+	Response(*wire.Response)
+}
+
+// Play decodes each exchange as the pipeline would and feeds target in time order: a request at
+// its arrival, a response when it ended. Each exchange is decoded once; the caller must not play
+// the same exchanges twice.
+func Play(target Target, exchanges []*Exchange) {
+	type event struct {
+		at  time.Time
+		seq int
+		ex  *Exchange
+		end bool
+	}
+	var events []event
+	for _, ex := range exchanges {
+		events = append(events, event{ex.Request.Time, ex.Seq, ex, false}, event{ex.Response.End, ex.Seq, ex, true})
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		a, b := events[i], events[j]
+		if !a.at.Equal(b.at) {
+			return a.at.Before(b.at)
+		}
+		if a.seq != b.seq {
+			return a.seq < b.seq
+		}
+		return !a.end && b.end
+	})
+	for _, ev := range events {
+		if !ev.end {
+			req := ev.ex.Request
+			if len(ev.ex.body) > 0 && req.Endpoint != wire.EndpointOther {
+				if b, err := wire.ParseBody(ev.ex.body, req.ContentEncoding); err != nil {
+					req.ParseError = err.Error()
+				} else {
+					req.Body = b
+				}
+			}
+			target.Request(req)
+			continue
+		}
+		resp := ev.ex.Response
+		wire.DecodeResponse(resp, ev.ex.Request.Endpoint, ev.ex.response)
+		target.Response(resp)
+	}
+}
