@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/pipeline"
+	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/redact"
+	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/internal/tracing"
+	"github.com/cctrace/cctrace/metrics"
+)
+
+// app is one running cctrace: the proxy and metrics listeners, the pipeline and the sinks.
+type app struct {
+	opts    options
+	log     *slog.Logger
+	out     io.Writer
+	store   *summary.Store
+	tracing *tracing.Sink // nil when no OTLP endpoint is configured
+
+	proxyLn, metricsLn   net.Listener
+	proxySrv, metricsSrv *http.Server
+	pipe                 *pipeline.Pipeline
+	stopPipe             context.CancelFunc
+	wg                   sync.WaitGroup
+}
+
+// start builds everything and starts serving. On error nothing is left running.
+func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*app, error) {
+	a := &app{opts: o, log: log, out: out}
+	upstream, err := url.Parse(o.upstream)
+	if err != nil {
+		return nil, fmt.Errorf("parsing --upstream: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	var mopts []metrics.Option
+	if o.pricing != "" {
+		prices, err := metrics.LoadPrices(o.pricing)
+		if err != nil {
+			return nil, fmt.Errorf("loading --pricing: %w", err)
+		}
+		mopts = append(mopts, metrics.WithPrices(prices))
+	}
+	m, err := metrics.New(reg, mopts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating metrics: %w", err)
+	}
+	a.store = summary.New(summary.WithOutput(out))
+	sinks := instrument.Sinks{m, a.store}
+
+	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent)}
+	if host, port := hostPort(upstream); host != "" {
+		topts = append(topts, tracing.WithServer(host, port))
+	}
+	ts, err := tracing.New(topts...)
+	if err != nil {
+		return nil, fmt.Errorf("configuring OTLP export: %w", err)
+	}
+	if ts.Exporting() {
+		a.tracing = ts
+		sinks = append(sinks, ts)
+	} else {
+		_ = ts.Shutdown(ctx)
+	}
+
+	tropts := []instrument.Option{
+		instrument.WithToolTimeout(o.toolTimeout),
+		instrument.WithSessionTimeout(o.sessionTimeout),
+		instrument.WithMaxSessions(o.maxSessions),
+	}
+	if o.captureContent {
+		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
+	}
+	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log))
+	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit))
+	if err != nil {
+		a.closeTracing()
+		return nil, fmt.Errorf("creating proxy: %w", err)
+	}
+
+	if a.proxyLn, err = listen("--listen", o.listen); err != nil {
+		a.closeTracing()
+		return nil, err
+	}
+	if a.metricsLn, err = listen("--metrics-listen", o.metricsListen); err != nil {
+		a.proxyLn.Close()
+		a.closeTracing()
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/api/turns", a.store)
+
+	a.proxySrv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopPipe = cancel
+	a.wg.Add(3)
+	go func() { defer a.wg.Done(); a.pipe.Run(pctx) }()
+	go a.serve(a.proxySrv, a.proxyLn)
+	go a.serve(a.metricsSrv, a.metricsLn)
+	if a.tracing == nil {
+		log.Debug("no OTLP endpoint configured: traces are not exported")
+	}
+	return a, nil
+}
+
+func (a *app) serve(srv *http.Server, ln net.Listener) {
+	defer a.wg.Done()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.log.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
+	}
+}
+
+// proxyURL is the base URL Claude Code should use.
+func (a *app) proxyURL() string { return "http://" + a.proxyLn.Addr().String() }
+
+// metricsURL is the base URL of the metrics listener.
+func (a *app) metricsURL() string { return "http://" + a.metricsLn.Addr().String() }
+
+// shutdown stops accepting, lets in-flight exchanges finish within the grace period, ends open
+// spans and flushes the exporter.
+func (a *app) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.shutdownGrace)
+	defer cancel()
+	var errs []error
+	if err := a.proxySrv.Shutdown(ctx); err != nil {
+		// Streams still running after the grace period are cut; their spans end as "shutdown".
+		errs = append(errs, fmt.Errorf("stopping proxy: %w", err))
+		_ = a.proxySrv.Close()
+	}
+	a.stopPipe()
+	<-a.pipe.Done()
+	_ = a.metricsSrv.Shutdown(ctx)
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelFlush()
+	if a.tracing != nil {
+		if err := a.tracing.Shutdown(flushCtx); err != nil {
+			errs = append(errs, fmt.Errorf("flushing traces: %w", err))
+		}
+	}
+	a.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (a *app) closeTracing() {
+	if a.tracing != nil {
+		_ = a.tracing.Shutdown(context.Background())
+	}
+}
+
+// listen opens a TCP listener with an error message that says what to do about it.
+func listen(flagName, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("cannot listen on %s: address already in use (is another cctrace running? pick a free address with %s, e.g. %s 127.0.0.1:0)", addr, flagName, flagName)
+	}
+	return nil, fmt.Errorf("cannot listen on %s (%s): %w", addr, flagName, err)
+}
+
+func hostPort(u *url.URL) (string, int) {
+	port, _ := strconv.Atoi(u.Port())
+	if port == 0 {
+		port = 443
+		if u.Scheme == "http" {
+			port = 80
+		}
+	}
+	return u.Hostname(), port
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults for the listeners. Both bind to loopback: cctrace is a personal proxy, not a service.
+const (
+	defaultListen        = "127.0.0.1:8787"
+	defaultMetricsListen = "127.0.0.1:9787"
+	defaultUpstream      = "https://api.anthropic.com"
+)
+
+// options is what the command line and CCTRACE_* environment configure.
+type options struct {
+	listen         string
+	upstream       string
+	metricsListen  string
+	captureContent bool
+	pricing        string
+	logFile        string
+	logLevel       string
+	shutdownGrace  time.Duration
+	toolTimeout    time.Duration
+	sessionTimeout time.Duration
+	maxSessions    int
+	parseLimit     int64
+	uiURL          string
+}
+
+// newFlagSet declares every flag on fs. Each flag's default is taken from CCTRACE_<NAME> when that
+// variable is set (NAME upper-cased, dashes as underscores), so that containers and shells can
+// configure cctrace without a command line.
+func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", listenDefault, "proxy listen address (point ANTHROPIC_BASE_URL here)")
+	fs.StringVar(&o.upstream, "upstream", defaultUpstream, "Anthropic API base URL to forward to")
+	fs.StringVar(&o.metricsListen, "metrics-listen", metricsDefault, "address serving /metrics, /healthz and /api/turns")
+	fs.BoolVar(&o.captureContent, "capture-content", false, "add secret-scrubbed previews of prompts and tool input/output to spans")
+	fs.StringVar(&o.pricing, "pricing", "", "JSON price table overriding the embedded one")
+	fs.StringVar(&o.logFile, "log", "", "write per-turn lines and logs to this file instead of stderr")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight streams may finish at shutdown")
+	fs.DurationVar(&o.toolTimeout, "turn-idle-timeout", 30*time.Minute, "end a turn after this long without a request")
+	fs.DurationVar(&o.sessionTimeout, "session-idle-timeout", 2*time.Hour, "forget a session after this long without a request")
+	fs.IntVar(&o.maxSessions, "max-sessions", 10000, "sessions held at once; the least recently seen is evicted beyond it")
+	fs.Int64Var(&o.parseLimit, "parse-limit", 32<<20, "largest body (bytes) decoded for tracing; larger ones are forwarded, not decoded")
+	fs.StringVar(&o.uiURL, "trace-ui-url", "", "base URL of Jaeger or Grafana, to link turns to their traces")
+	return fs
+}
+
+// parseArgs parses args after applying CCTRACE_* defaults, and checks the values.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "CCTRACE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("invalid %s=%q: %w", env, v, err)
+			}
+			f.DefValue = v
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	return fs.Parse(args)
+}
+
+func (o *options) validate() error {
+	u, err := url.Parse(o.upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid --upstream %q: want an http:// or https:// base URL such as %s", o.upstream, defaultUpstream)
+	}
+	if o.maxSessions < 1 {
+		return errors.New("invalid --max-sessions: must be at least 1")
+	}
+	if o.parseLimit < 0 {
+		return errors.New("invalid --parse-limit: must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"--shutdown-grace": o.shutdownGrace, "--turn-idle-timeout": o.toolTimeout, "--session-idle-timeout": o.sessionTimeout} {
+		if d <= 0 {
+			return fmt.Errorf("invalid %s %s: must be positive", name, d)
+		}
+	}
+	switch o.logLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+// Command cctrace is a transparent proxy for Claude Code that turns every agentic turn into an
+// OpenTelemetry trace and Prometheus metrics.
+//
+//	cctrace serve [flags]              run the proxy until SIGINT/SIGTERM
+//	cctrace run [flags] -- COMMAND...  run COMMAND (e.g. claude) through a private proxy
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+const usage = `cctrace: see every Claude Code turn as a trace.
+
+Usage:
+  cctrace serve [flags]               run the proxy; point ANTHROPIC_BASE_URL at --listen
+  cctrace run [flags] -- COMMAND ...  run COMMAND with ANTHROPIC_BASE_URL set to a private proxy
+  cctrace version
+
+Traces go to the OTLP gRPC endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT);
+without one, nothing is exported and turns are printed and kept at /api/turns.
+Run 'cctrace serve -h' for the flags; each also reads CCTRACE_<FLAG_NAME>.
+`
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "run":
+		return run(args[1:], stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "cctrace", version)
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "cctrace: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// setup parses flags and opens the log destination.
+func setup(name string, args []string, stderr io.Writer, listenDefault, metricsDefault string) (options, []string, io.Writer, *slog.Logger, func(), int) {
+	var o options
+	fs := newFlagSet(name, &o, listenDefault, metricsDefault)
+	fs.SetOutput(stderr)
+	if err := parseArgs(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, nil, nil, nil, nil, 0
+		}
+		fmt.Fprintf(stderr, "cctrace %s: %v\n", name, err)
+		return o, nil, nil, nil, nil, 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "cctrace %s: %v\n", name, err)
+		return o, nil, nil, nil, nil, 2
+	}
+	out, closeOut := stderr, func() {}
+	if o.logFile != "" {
+		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintf(stderr, "cctrace %s: cannot open --log file: %v\n", name, err)
+			return o, nil, nil, nil, nil, 2
+		}
+		out, closeOut = f, func() { f.Close() }
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(o.logLevel))
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+	return o, fs.Args(), out, log, closeOut, -1
+}
+
+func serve(args []string, stderr io.Writer) int {
+	o, rest, out, log, closeOut, code := setup("serve", args, stderr, defaultListen, defaultMetricsListen)
+	if code >= 0 {
+		return code
+	}
+	defer closeOut()
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "cctrace serve: unexpected arguments %q (did you mean 'cctrace run -- %s'?)\n", rest, strings.Join(rest, " "))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := start(ctx, o, out, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "cctrace serve: %v\n", err)
+		return 1
+	}
+	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/api/turns", "upstream", o.upstream, "exporting", a.tracing != nil)
+	fmt.Fprintf(out, "cctrace: export ANTHROPIC_BASE_URL=%s\n", a.proxyURL())
+	<-ctx.Done()
+	log.Info("shutting down: letting in-flight requests finish", "grace", o.shutdownGrace)
+	if err := a.shutdown(); err != nil {
+		log.Warn("shutdown", "error", err)
+	}
+	printSessions(out, a.store)
+	return 0
+}
+
+func run(args []string, stderr io.Writer) int {
+	o, rest, out, log, closeOut, code := setup("run", args, stderr, "127.0.0.1:0", "127.0.0.1:0")
+	if code >= 0 {
+		return code
+	}
+	defer closeOut()
+	if len(rest) == 0 {
+		fmt.Fprintln(stderr, "cctrace run: no command given; usage: cctrace run [flags] -- COMMAND [ARGS] (e.g. cctrace run -- claude)")
+		return 2
+	}
+	path, err := exec.LookPath(rest[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "cctrace run: %v\n", err)
+		return 127
+	}
+
+	// Signals are handled here and passed to the command; cctrace itself stops only when the
+	// command has exited.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
+	a, err := start(context.Background(), o, out, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "cctrace run: %v\n", err)
+		return 1
+	}
+	log.Debug("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL())
+	if o.logFile != "" || o.metricsListen != "127.0.0.1:0" {
+		fmt.Fprintf(out, "cctrace: proxy %s, turns %s/api/turns\n", a.proxyURL(), a.metricsURL())
+	}
+
+	cmd := exec.Command(path, rest[1:]...)
+	cmd.Args[0] = rest[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL="+a.proxyURL())
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "cctrace run: starting %s: %v\n", rest[0], err)
+		_ = a.shutdown()
+		return 1
+	}
+	// A terminal sends Ctrl-C to the whole foreground process group, the command included;
+	// passing it on as well would deliver it twice.
+	interactive := term.IsTerminal(int(os.Stdin.Fd()))
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var waitErr error
+loop:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == os.Interrupt && interactive {
+				continue
+			}
+			_ = cmd.Process.Signal(sig)
+		case waitErr = <-waited:
+			break loop
+		}
+	}
+	if err := a.shutdown(); err != nil {
+		log.Warn("shutdown", "error", err)
+	}
+	printSessions(out, a.store)
+	return exitCode(cmd, waitErr)
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
+	if cmd.ProcessState == nil {
+		return 1
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	if code := cmd.ProcessState.ExitCode(); code >= 0 {
+		return code
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// printSessions writes the dissection of every session seen: what kinds of messages it was made
+// of, its requests, compactions and token totals.
+func printSessions(w io.Writer, store *summary.Store) {
+	for _, s := range store.Sessions() {
+		if s.Requests == 0 {
+			continue
+		}
+		id := s.ID
+		if len(id) > 8 {
+			id = id[:8]
+		}
+		fmt.Fprintf(w, "cctrace session %s: %d turns, %d requests, %d compactions · tokens in %d out %d cache read %d write %d\n",
+			id, s.Turns, s.Requests, s.Compactions, s.Tokens.Input, s.Tokens.Output, s.Tokens.CacheRead, s.Tokens.CacheCreation)
+		if line := blocksLine(s.Blocks); line != "" {
+			fmt.Fprintf(w, "cctrace session %s: messages seen · %s\n", id, line)
+		}
+	}
+}
+
+func blocksLine(blocks map[instrument.BlockKey]int) string {
+	label := map[instrument.BlockKey]string{
+		{Role: wire.RoleUser, Type: wire.BlockText}:                  "human/system text",
+		{Role: wire.RoleUser, Type: wire.BlockToolResult}:            "tool results",
+		{Role: wire.RoleAssistant, Type: wire.BlockText}:             "assistant text",
+		{Role: wire.RoleAssistant, Type: wire.BlockToolUse}:          "tool calls",
+		{Role: wire.RoleAssistant, Type: wire.BlockThinking}:         "thinking",
+		{Role: wire.RoleUser, Type: wire.BlockImage}:                 "images",
+		{Role: wire.RoleSystem, Type: wire.BlockText}:                "system messages",
+		{Role: wire.RoleAssistant, Type: wire.BlockRedactedThinking}: "redacted thinking",
+	}
+	var parts []string
+	for k, n := range blocks {
+		name, ok := label[k]
+		if !ok {
+			name = string(k.Role) + " " + string(k.Type)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
