@@ -119,7 +119,7 @@ stage tools install_tools || {
 	echo "cannot run the checks without their tools" >&2
 	exit 1
 }
-"$CCTRACE_JAEGER_BIN" version 2>/dev/null | head -n 3 || true
+printf 'jaeger %s\n' "$("$CCTRACE_JAEGER_BIN" version 2>/dev/null)"
 "$CCTRACE_PROMETHEUS_BIN" --version 2>&1 | head -n 1
 "$CCTRACE_CLAUDE_BIN" --version
 "$CCTRACE_STATICCHECK_BIN" -version

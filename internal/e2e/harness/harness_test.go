@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -346,12 +347,28 @@ func TestRequire(t *testing.T) {
 	}
 }
 
-func TestWaitHTTPExitedServer(t *testing.T) {
-	exited := make(chan struct{})
-	close(exited)
-	port := FreePort(t)
-	err := waitHTTP("http://127.0.0.1:"+strconv.Itoa(port)+"/", time.Minute, exited)
-	if !errors.Is(err, errExited) {
-		t.Errorf("waitHTTP on an exited server = %v, want errExited", err)
+func TestWaitReadyExitedServer(t *testing.T) {
+	p, err := startProcess("early-exit", filepath.Join(t.TempDir(), "log"), "/bin/sh", "-c", "echo boom; exit 3")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer p.stop()
+	err = p.waitReady("http://127.0.0.1:"+strconv.Itoa(FreePort(t))+"/", time.Minute)
+	if !errors.Is(err, errExited) || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("waitReady on a server that exited = %v, want errExited with exit status 3", err)
+	}
+	if log := p.logText(); log != "boom\n" {
+		t.Errorf("log = %q, want %q", log, "boom\n")
+	}
+}
+
+func TestStopKillsProcessGroup(t *testing.T) {
+	p, err := startProcess("group", filepath.Join(t.TempDir(), "log"), "/bin/sh", "-c", "sleep 300 & sleep 300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the shell start its children
+	p.stop()
+	assertStopped(t, p, FreePort(t))
+	p.stop() // a second stop is harmless
 }

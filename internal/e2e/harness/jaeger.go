@@ -70,15 +70,12 @@ func startJaegerOnce(bin, dir string, attempt int) (*Jaeger, error) {
 		return nil, err
 	}
 	j.proc = proc
-	if err := waitHTTP(j.healthURL(), jaegerStartTimeout, proc.exited); err != nil {
-		if proc.exitError() != nil {
-			return j, fmt.Errorf("%w (%v)", err, proc.exitError())
-		}
+	if err := proc.waitReady(j.healthURL(), jaegerStartTimeout); err != nil {
 		return j, err
 	}
 	// The query API is an extension and starts before the pipelines; readiness above covers
 	// the receivers, this covers the API the tests read from.
-	if err := waitHTTP(j.QueryURL()+"/api/services", jaegerStartTimeout, proc.exited); err != nil {
+	if err := proc.waitReady(j.QueryURL()+"/api/services", jaegerStartTimeout); err != nil {
 		return j, err
 	}
 	return j, nil

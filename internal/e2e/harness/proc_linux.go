@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -14,4 +15,9 @@ func sysProcAttr() *syscall.SysProcAttr {
 // signalGroup sends sig to the process group led by p. Errors mean the group is already gone.
 func signalGroup(p *os.Process, sig syscall.Signal) {
 	_ = syscall.Kill(-p.Pid, sig)
+}
+
+// groupGone reports whether no process of the group led by p is left, zombies included.
+func groupGone(p *os.Process) bool {
+	return errors.Is(syscall.Kill(-p.Pid, 0), syscall.ESRCH)
 }

@@ -19,3 +19,7 @@ func signalGroup(p *os.Process, sig syscall.Signal) {
 	}
 	_ = p.Signal(sig)
 }
+
+// groupGone reports true: without process groups there is nothing left to wait for once the
+// process itself was reaped.
+func groupGone(*os.Process) bool { return true }

@@ -80,22 +80,22 @@ func (p *process) stop() {
 			signalGroup(p.cmd.Process, syscall.SIGKILL)
 			<-p.exited
 		}
-		// The leader is gone; make sure no child of it outlives the test.
+		// The leader is gone; make sure no child of it outlives the test. Orphans are reaped
+		// by init, so give that a moment.
 		signalGroup(p.cmd.Process, syscall.SIGKILL)
+		for deadline := time.Now().Add(stopGrace); !groupGone(p.cmd.Process) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 }
 
-// exitError describes how the process ended, for messages about a server that died early.
-func (p *process) exitError() error {
-	select {
-	case <-p.exited:
-		if p.waitErr == nil {
-			return fmt.Errorf("%s exited with status 0", p.name)
-		}
-		return fmt.Errorf("%s exited: %w", p.name, p.waitErr)
-	default:
-		return errors.New(p.name + " still running")
+// waitReady polls url until it answers 200. If the server exits first, the error says how.
+func (p *process) waitReady(url string, timeout time.Duration) error {
+	err := waitHTTP(url, timeout, p.exited)
+	if errors.Is(err, errExited) {
+		return fmt.Errorf("%w (%s: %v)", err, p.name, p.waitErr)
 	}
+	return err
 }
 
 // logText returns up to the last logTail bytes of the server's log.

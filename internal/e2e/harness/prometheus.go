@@ -98,7 +98,7 @@ func startPrometheusOnce(bin, dir string, attempt int, target scrapeTarget) (*Pr
 		return nil, err
 	}
 	p := &Prometheus{port: port, proc: proc}
-	if err := waitHTTP(p.URL()+"/-/ready", prometheusStartTimeout, proc.exited); err != nil {
+	if err := proc.waitReady(p.URL()+"/-/ready", prometheusStartTimeout); err != nil {
 		return p, err
 	}
 	return p, nil
