@@ -126,7 +126,7 @@ install_otelcol() {
 # install_shared_tools takes Jaeger, Prometheus and Alertmanager from scripts/tools.sh, the one
 # place that pins and installs them for every check of the repo.
 install_shared_tools() {
-	# shellcheck source=tools.sh
+	# shellcheck source=scripts/tools.sh
 	source "$ROOT/scripts/tools.sh"
 	local rc=0
 	tools_timed "prometheus+alertmanager (apt)" install_prometheus || rc=1
@@ -181,6 +181,8 @@ check_go_module() { (cd "$ROOT/deploy/check" && go vet ./... && go test -count=1
 
 WORK=""
 PIDS=()
+# Ports of the live run, set by take_port.
+CCTRACE_PORT="" CCTRACE_METRICS_PORT="" PROM_PORT="" AM_PORT="" JAEGER_QUERY_PORT=""
 
 cleanup() {
 	local pid
@@ -195,6 +197,9 @@ cleanup() {
 	WORK=""
 }
 trap cleanup EXIT
+# Turn signals into an exit, so that the EXIT trap stops the servers this run started.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 USED_PORTS=" "
 PORT_LOW=20000
@@ -240,8 +245,24 @@ wait_http() {
 	done
 }
 
-# chat SESSION BODY: one streamed Messages API request through cctrace, as Claude Code sends it.
+# chat SESSION BODY: one streamed Messages API request through cctrace, as Claude Code sends it,
+# retried like Claude Code retries when the stream breaks. A broken stream is logged: cctrace
+# must not cut streams short, and on 2026-11-29 it did for about one in ten requests (the proxy
+# logs "ReverseProxy read error during body copy: … use of closed network connection").
 chat() {
+	local attempt out
+	for attempt in 1 2 3; do
+		if out=$(chat_once "$@"); then
+			printf '%s' "$out"
+			return 0
+		fi
+		log "warning: request attempt $attempt through cctrace failed (see the curl error above)"
+		echo "$attempt" >>"$WORK/broken-streams"
+	done
+	return 1
+}
+
+chat_once() {
 	curl -fsS --max-time 30 -N "http://127.0.0.1:$CCTRACE_PORT/v1/messages?beta=true" \
 		-H 'content-type: application/json' \
 		-H 'anthropic-version: 2023-06-01' \
@@ -416,6 +437,9 @@ live_run() {
 	log "the turn's trace reached Jaeger through the collector"
 	poll 30 "an exemplar's trace in Jaeger" exemplar_trace_in_jaeger || return 1
 	log "an exemplar trace_id of cctrace_cost_usd_total is a trace in Jaeger"
+	if [ -s "$WORK/broken-streams" ]; then
+		log "warning: $(wc -l <"$WORK/broken-streams") request attempts of the session failed through cctrace and were retried"
+	fi
 }
 
 # --- main -------------------------------------------------------------------------------------
