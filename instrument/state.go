@@ -46,6 +46,7 @@ type turn struct {
 	deadline time.Time // when Tick ends it for lack of activity; zero while a request is in flight
 	lastSeen time.Time
 	failed   bool // the last main-chain request failed
+	canceled bool // the client abandoned the last main-chain request
 	// compactionOnly marks a trace that holds a /compact summarisation and nothing else.
 	compactionOnly bool
 }

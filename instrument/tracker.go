@@ -140,7 +140,10 @@ func (t *Tracker) Tick(now time.Time) {
 	for _, sess := range t.sessions {
 		if tr := sess.turn; tr != nil && !tr.deadline.IsZero() && now.After(tr.deadline) {
 			outcome := "idle_timeout"
-			if tr.failed {
+			switch {
+			case tr.canceled:
+				outcome = "interrupted"
+			case tr.failed:
 				outcome = "error"
 			}
 			t.endTurn(sess, tr.lastSeen, outcome, "")
@@ -307,6 +310,7 @@ func (t *Tracker) startConversational(ex *exchange) {
 		}
 		t.trackPlanMode(sess, tr, body.PlanMode, req.Time)
 		tr.deadline = time.Time{}
+		tr.canceled = false
 		tr.lastSeen = req.Time
 		t.startChild(ex, tr.span, tr)
 	}
@@ -548,7 +552,7 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome, stopReason stri
 	}
 	switch outcome {
 	case "error", "idle_timeout":
-		if tr.failed {
+		if tr.failed && !tr.canceled {
 			span.Status, span.ErrorType = StatusError, "error"
 			span.StatusMessage = "the turn's last request failed and was not retried"
 		}
@@ -592,7 +596,10 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 		}
 		tr.deadline = end.Add(t.cfg.toolTimeout)
 	case resp.Canceled:
-		t.endTurn(sess, end, "interrupted", "")
+		// The client gave up on the request: the user interrupted, or Claude Code is about to
+		// send it again. A new prompt or the error timeout ends the turn as interrupted.
+		tr.canceled = true
+		tr.deadline = end.Add(t.cfg.errorTimeout)
 	case failed || msg == nil:
 		tr.deadline = end.Add(t.cfg.errorTimeout)
 	case waits:

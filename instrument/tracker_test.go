@@ -265,9 +265,26 @@ func TestCanceledStreamInterruptsTurn(t *testing.T) {
 	id := c.send(user("write a novel"))
 	c.tick(time.Second)
 	c.tr.Response(&wire.Response{ExchangeID: id, Status: 200, Streamed: true, End: c.now, Canceled: true, Err: "context canceled"})
+	c.tick(10 * time.Minute)
+	c.tr.Tick(c.now)
 	c.check(`
 invoke_agent claude-code [turn=1 outcome=interrupted req=1 tools=0 in=0 out=0]
   chat claude-sonnet-4-6 [kind=turn ERROR:canceled]
+`)
+}
+
+func TestCanceledRequestSentAgainIsARetry(t *testing.T) {
+	// Claude Code sometimes abandons a request right after sending it and sends it again.
+	c := newConvo(t)
+	p := user("hello")
+	id := c.send(p)
+	c.tr.Response(&wire.Response{ExchangeID: id, Status: 200, Streamed: true, End: c.now, Canceled: true, Err: "context canceled"})
+	id = c.send(p)
+	c.reply(id, "end_turn", usage(1, 1, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=end_turn req=2 tools=0 retries=1 in=1 out=1]
+  chat claude-sonnet-4-6 [kind=turn ERROR:canceled]
+  chat claude-sonnet-4-6 [kind=turn attempt=1 stop=end_turn]
 `)
 }
 

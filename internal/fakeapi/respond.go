@@ -18,6 +18,9 @@ type plan struct {
 	countTokens int // > 0: answer a count_tokens request
 	requestID   string
 	messageID   string
+	// cut is set when the client went away before the stream's end; started says whether
+	// message_start, and with it the input usage, had been written by then.
+	cut, started bool
 }
 
 // streamErrorStatus is the HTTP status a non-streamed request gets for a StreamError reply.
@@ -232,6 +235,7 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 			"usage": usageJSON(r.Usage, 1),
 		},
 	})
+	p.started = e.err == nil
 	e.event("ping", map[string]string{"type": "ping"})
 	e.pings(r)
 
@@ -292,6 +296,7 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 
 func (s *Server) logStreamErr(p *plan, e *sseWriter) {
 	if e.err != nil {
+		p.cut = true
 		s.cfg.logger.Info("stream ended early", "request_id", p.requestID, "err", e.err)
 	}
 }

@@ -42,6 +42,9 @@ type Served struct {
 	ErrorType  string   // HTTP or mid-stream error type
 	ToolCalls  []string // names of the tool_use blocks served
 	ToolIDs    []string // their ids
+	// Cut is true when the client went away before the stream's end. Usage is then what the
+	// stream had reported by that point: message_start's (OutputTokens 1), or nothing.
+	Cut bool
 }
 
 // Server is the fake API, an http.Handler. Create it with New; it is safe for concurrent use.
@@ -149,6 +152,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	}
 	p.describe(&sv)
 	s.mu.Lock()
+	idx := len(s.served)
 	s.served = append(s.served, sv)
 	s.mu.Unlock()
 	s.cfg.logger.Info("request", "seq", seq, "method", req.Method, "path", req.Path,
@@ -157,6 +161,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	var buf bytes.Buffer
 	tw := &teeWriter{w: w, buf: &buf}
 	s.respond(tw, hr, &p)
+	if p.cut {
+		s.mu.Lock()
+		cut := &s.served[idx]
+		cut.Cut, cut.StopReason, cut.ToolCalls, cut.ToolIDs = true, "", nil, nil
+		cut.Usage = Usage{}
+		if p.started {
+			cut.Usage = p.reply.Usage
+			cut.Usage.OutputTokens = 1
+		}
+		s.mu.Unlock()
+	}
 
 	if s.cfg.recordDir != "" {
 		rec := record{

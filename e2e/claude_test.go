@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/e2e/harness"
+	"github.com/cctrace/cctrace/internal/fakeapi"
+)
+
+// TestClaudeCodeThroughCctrace drives the real Claude Code CLI through one cctrace process, one
+// scenario after another, and checks each session's traces in Jaeger; then it checks the metric
+// totals in Prometheus against everything the fake API served, and that the API key leaked
+// nowhere.
+func TestClaudeCodeThroughCctrace(t *testing.T) {
+	s := startStack(t)
+
+	scenarios := []struct {
+		name string
+		run  func(t *testing.T, sess *session)
+		// want is the span tree of the session's traces (see tree).
+		want string
+	}{
+		{
+			name: "tool_roundtrip",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Run echo hello-from-fakeapi", "--allowedTools", "Bash")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Bash
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
+			name: "parallel_tools",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Run the three calls", "--allowedTools", "Bash,Read")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Bash
+  execute_tool Bash
+  execute_tool Read [ERROR tool_error]
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
+			name: "subagent",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Ask a subagent", "--allowedTools", "Bash,Agent")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Agent
+    invoke_agent general-purpose
+      chat claude-opus-5-5 [subagent]
+      execute_tool Bash
+      chat claude-opus-5-5 [subagent]
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
+			name: "retry_529",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Say something")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn] [ERROR overloaded_error]
+  chat claude-opus-5-5 [turn attempt=1] [ERROR overloaded_error]
+  chat claude-opus-5-5 [turn attempt=2]`,
+		},
+		{
+			name: "midstream_error",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Say something")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn] [ERROR overloaded_error]
+  chat claude-opus-5-5 [turn attempt=1]`,
+		},
+		{
+			name: "compaction",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Remember the word pineapple")
+				s.claude(t, sess, "What was the word?")
+				s.claude(t, sess, "/compact")
+				s.claude(t, sess, "And now?")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+invoke_agent claude-code [compaction]
+  chat claude-opus-5-5 [compaction]
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn compacted]`,
+		},
+	}
+
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			api := s.api.use(t, sc.name)
+			sess := newSession(t)
+			sc.run(t, sess)
+			want := strings.TrimSpace(sc.want)
+			nSpans := strings.Count(want, "\n") + 1
+			for _, sv := range api.Served() {
+				if sv.Cut {
+					nSpans++ // an attempt the CLI abandoned still has its span
+				}
+			}
+			nTraces := strings.Count(want, "\ninvoke_agent claude-code") + 1
+			traces := s.sessionTraces(t, sess.id, nTraces, nSpans)
+			if got := tree(traces); got != want {
+				t.Errorf("span trees of session %s:\n%s\nwant:\n%s", sess.id, got, want)
+			}
+			checkSessionSpans(t, traces, sess.id)
+			checkTokens(t, traces, api.Served())
+		})
+	}
+
+	t.Run("prometheus totals", func(t *testing.T) {
+		var total fakeapi.Usage
+		requests := 0
+		for _, sv := range s.api.allServed() {
+			if sv.Path != "/v1/messages" {
+				continue
+			}
+			requests++
+			total = total.Add(sv.Usage)
+		}
+		for typ, want := range map[string]int{
+			"input":          total.InputTokens,
+			"output":         total.OutputTokens,
+			"cache_read":     total.CacheReadInputTokens,
+			"cache_creation": total.CacheCreationInputTokens,
+		} {
+			s.prom.WaitQuery(t, fmt.Sprintf(`sum(cctrace_tokens_total{type=%q})`, typ), float64(want), 30*time.Second)
+		}
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind!="other"})`, float64(requests), 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_compactions_total{trigger="manual"})`, 1, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 1, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{code="529"})`, 2, 30*time.Second)
+		if cost := s.prom.Query(t, `sum(cctrace_cost_usd_total)`); cost <= 0 {
+			t.Errorf("cost = %v, want > 0", cost)
+		}
+		// Exemplars link the token counters to traces that exist in Jaeger.
+		exemplars := s.prom.Exemplars(t, `cctrace_tokens_total`)
+		if len(exemplars) == 0 {
+			t.Fatal("no exemplars on cctrace_tokens_total")
+		}
+		known := map[string]bool{}
+		for _, tr := range s.jaeger.Traces(t, service) {
+			known[tr.TraceID] = true
+		}
+		for _, ex := range exemplars {
+			if id := ex.Labels["trace_id"]; !known[id] {
+				t.Errorf("exemplar trace_id %q is not a trace in Jaeger", id)
+			}
+		}
+	})
+
+	t.Run("no secrets anywhere", func(t *testing.T) {
+		raw := get(t, s.jaeger.QueryURL()+"/api/traces?service="+service+"&limit=1000")
+		outputs := map[string]string{
+			"jaeger":     raw,
+			"/metrics":   get(t, s.metricsURL+"/metrics"),
+			"/api/turns": get(t, s.metricsURL+"/api/turns"),
+			"output":     s.out.String(),
+		}
+		for name, text := range outputs {
+			if len(text) == 0 {
+				t.Errorf("%s is empty", name)
+			}
+			for _, secret := range []string{apiKey, "e2eMARKER"} {
+				if strings.Contains(text, secret) {
+					t.Errorf("%s contains the API key", name)
+				}
+			}
+		}
+	})
+}
+
+// sessionTraces waits until Jaeger holds the session's n traces with spans spans in all, and
+// returns them in order of their roots' start.
+func (s *stack) sessionTraces(t *testing.T, sessionID string, n, spans int) []harness.Trace {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		var mine []harness.Trace
+		total := 0
+		for _, tr := range s.jaeger.Traces(t, service) {
+			root, ok := tr.Root()
+			if !ok || root.Tags["gen_ai.conversation.id"] != sessionID || !strings.HasPrefix(root.OperationName, "invoke_agent") {
+				continue
+			}
+			mine = append(mine, tr)
+			total += len(tr.Spans)
+		}
+		if len(mine) >= n && total >= spans {
+			sort.Slice(mine, func(i, j int) bool {
+				a, _ := mine[i].Root()
+				b, _ := mine[j].Root()
+				return a.StartTime.Before(b.StartTime)
+			})
+			return mine
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s: have %d traces with %d spans in Jaeger, want %d with %d:\n%s", sessionID, len(mine), total, n, spans, tree(mine))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// tree renders traces as indented span names with the facts the scenarios assert: the turn's
+// outcome on roots; request kind, retry attempt and compaction on chat spans; error status.
+//
+// Attempts that Claude Code itself abandoned (error.type "canceled") are left out, and the
+// attempt numbers after them shifted back: the CLI sometimes cancels a subagent's first request
+// a millisecond after sending it and sends it again, more often behind any proxy (a bare
+// httputil.ReverseProxy shows it too), so whether it happens is up to the CLI's timing.
+func tree(traces []harness.Trace) string {
+	var b strings.Builder
+	for _, tr := range traces {
+		root, ok := tr.Root()
+		if !ok {
+			fmt.Fprintf(&b, "(trace %s without root)\n", tr.TraceID)
+			continue
+		}
+		var walk func(sp harness.Span, depth, canceledBefore int)
+		walk = func(sp harness.Span, depth, canceledBefore int) {
+			fmt.Fprintf(&b, "%s%s%s\n", strings.Repeat("  ", depth), sp.OperationName, facts(sp, canceledBefore))
+			kids := tr.Children(sp.SpanID)
+			sort.SliceStable(kids, func(i, j int) bool {
+				if !kids[i].StartTime.Equal(kids[j].StartTime) {
+					return kids[i].StartTime.Before(kids[j].StartTime)
+				}
+				return kids[i].OperationName < kids[j].OperationName
+			})
+			// Parallel tool spans start within the same response: order them by name.
+			sort.SliceStable(kids, func(i, j int) bool {
+				ti, tj := strings.HasPrefix(kids[i].OperationName, "execute_tool"), strings.HasPrefix(kids[j].OperationName, "execute_tool")
+				if ti && tj && kids[j].StartTime.Sub(kids[i].StartTime) < 50*time.Millisecond && kids[i].StartTime.Sub(kids[j].StartTime) < 50*time.Millisecond {
+					return kids[i].OperationName < kids[j].OperationName
+				}
+				return false
+			})
+			canceled := map[any]int{}
+			for _, k := range kids {
+				if canceledAttempt(k) {
+					canceled[k.Tags["cctrace.request.kind"]]++
+					continue
+				}
+				walk(k, depth+1, canceled[k.Tags["cctrace.request.kind"]])
+			}
+		}
+		walk(root, 0, 0)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func canceledAttempt(sp harness.Span) bool {
+	return strings.HasPrefix(sp.OperationName, "chat ") && sp.Tags["error.type"] == "canceled"
+}
+
+func facts(sp harness.Span, canceledBefore int) string {
+	var f []string
+	switch {
+	case sp.Tags["cctrace.turn.outcome"] != nil:
+		f = append(f, fmt.Sprint(sp.Tags["cctrace.turn.outcome"]))
+	case sp.Tags["cctrace.request.kind"] != nil:
+		f = append(f, fmt.Sprint(sp.Tags["cctrace.request.kind"]))
+		if a, ok := sp.Tags["cctrace.retry.attempt"].(int64); ok && a-int64(canceledBefore) > 0 {
+			f = append(f, fmt.Sprintf("attempt=%d", a-int64(canceledBefore)))
+		}
+		if sp.Tags["gen_ai.conversation.compacted"] == true {
+			f = append(f, "compacted")
+		}
+	}
+	out := ""
+	if len(f) > 0 {
+		out = " [" + strings.Join(f, " ") + "]"
+	}
+	if sp.Tags["otel.status_code"] == "ERROR" {
+		out += fmt.Sprintf(" [ERROR %v]", sp.Tags["error.type"])
+	}
+	return out
+}
+
+// checkSessionSpans checks what every span of a session must carry.
+func checkSessionSpans(t *testing.T, traces []harness.Trace, sessionID string) {
+	t.Helper()
+	for _, tr := range traces {
+		for _, sp := range tr.Spans {
+			if sp.ServiceName != service {
+				t.Errorf("%s: service %q", sp.OperationName, sp.ServiceName)
+			}
+			if sp.Tags["gen_ai.conversation.id"] != sessionID && sp.Tags["gen_ai.operation.name"] != "execute_tool" {
+				t.Errorf("%s: gen_ai.conversation.id = %v, want %s", sp.OperationName, sp.Tags["gen_ai.conversation.id"], sessionID)
+			}
+			if strings.HasPrefix(sp.OperationName, "chat ") {
+				if sp.Tags["span.kind"] != "client" || sp.Tags["gen_ai.provider.name"] != "anthropic" || sp.Tags["gen_ai.request.model"] != "claude-opus-5-5" {
+					t.Errorf("%s: kind %v provider %v model %v", sp.OperationName, sp.Tags["span.kind"], sp.Tags["gen_ai.provider.name"], sp.Tags["gen_ai.request.model"])
+				}
+			}
+		}
+	}
+}
+
+// checkTokens checks that the chat spans carry exactly the usage the fake served, and that each
+// turn root sums its requests.
+func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) {
+	t.Helper()
+	var want fakeapi.Usage
+	for _, sv := range served {
+		if sv.Path == "/v1/messages" {
+			want = want.Add(sv.Usage)
+		}
+	}
+	sum := map[string]int64{}
+	rootSum := map[string]int64{}
+	for _, tr := range traces {
+		for _, sp := range tr.Spans {
+			into := sum
+			if sp.ParentSpanID == "" {
+				into = rootSum
+			} else if !strings.HasPrefix(sp.OperationName, "chat ") {
+				continue
+			}
+			for _, k := range []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"} {
+				if v, ok := sp.Tags[k].(int64); ok {
+					into[k] += v
+				}
+			}
+		}
+	}
+	expect := map[string]int64{
+		"gen_ai.usage.input_tokens":                int64(want.InputTokens + want.CacheReadInputTokens + want.CacheCreationInputTokens),
+		"gen_ai.usage.output_tokens":               int64(want.OutputTokens),
+		"gen_ai.usage.cache_read.input_tokens":     int64(want.CacheReadInputTokens),
+		"gen_ai.usage.cache_creation.input_tokens": int64(want.CacheCreationInputTokens),
+	}
+	for k, v := range expect {
+		if sum[k] != v {
+			t.Errorf("chat spans: sum of %s = %d, fake served %d", k, sum[k], v)
+		}
+	}
+	for _, k := range []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} {
+		if rootSum[k] != expect[k] {
+			t.Errorf("turn roots: sum of %s = %d, fake served %d", k, rootSum[k], expect[k])
+		}
+	}
+}
