@@ -60,7 +60,7 @@ build_jaeger() {
 	local version=$1 dir=$2
 	[ -x "$dir/jaeger" ] && return 0
 	mkdir -p "$dir"
-	tools_log "building Jaeger $version (cold: about 15 minutes on 2 cores)"
+	tools_log "building Jaeger $version (cold on 2 cores: 6 to 15 minutes)"
 	(
 		cd "$CCTRACE_ROOT/tools/jaeger" &&
 			go build -trimpath \
