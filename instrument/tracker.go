@@ -614,13 +614,14 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 
 // openTools starts an execute_tool span for each tool_use of a response.
 func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
-	parent := ex.span
-	if ex.sub != nil {
+	var parent *Span
+	switch {
+	case ex.sub != nil:
 		parent = ex.sub.span
-	} else if ex.turn != nil {
+	case ex.turn != nil:
 		parent = ex.turn.span
-	} else {
-		return
+	default:
+		return // a side request that no turn adopted: its tool calls belong to nothing
 	}
 	for _, tu := range msg.ToolUses {
 		if tu.ID == "" {
