@@ -6,7 +6,9 @@
 #
 # Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
 # end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (packages under
-# e2e/ and internal/e2e/, against real Jaeger, Prometheus and Claude Code), bench (every
+# e2e/ and internal/e2e/, against real Jaeger, Prometheus and Claude Code), deploy
+# (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, and a live run of
+# it without Docker), bench (every
 # benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
 # (except tools); the script exits non-zero if any failed.
 #
@@ -98,6 +100,10 @@ run_e2e() {
 	go test -race -count=1 -timeout 30m $pkgs
 }
 
+run_deploy() {
+	bash scripts/deploy-check.sh all
+}
+
 run_bench() {
 	go test -run='^$' -bench=. -benchtime=1x -short ./...
 }
@@ -105,9 +111,9 @@ run_bench() {
 SELECTED=("$@")
 for s in "${SELECTED[@]}"; do
 	case $s in
-	static | unit | fuzz | e2e | bench | tools) ;;
+	static | unit | fuzz | e2e | deploy | bench | tools) ;;
 	*)
-		echo "unknown stage $s (want: tools static unit fuzz e2e bench)" >&2
+		echo "unknown stage $s (want: tools static unit fuzz e2e deploy bench)" >&2
 		exit 2
 		;;
 	esac
@@ -128,6 +134,7 @@ stage static run_static || true
 stage unit run_unit || true
 stage fuzz run_fuzz || true
 stage e2e run_e2e || true
+stage deploy run_deploy || true
 stage bench run_bench || true
 
 printf '\n==> summary (total %ds)\n' "$(($(date +%s) - RUN_START))"

@@ -22,8 +22,13 @@ type Exchange struct {
 	Seq      int
 	Request  *wire.Request
 	Response *wire.Response
-	// body is the raw request body; response the raw response body.
-	body, response []byte
+	// Header and Query are the request's headers (secrets were never recorded) and raw query;
+	// Body is the raw request body, as sent.
+	Header http.Header
+	Query  string
+	Body   []byte
+	// response is the raw response body.
+	response []byte
 }
 
 // record is the on-disk form of one exchange.
@@ -33,6 +38,7 @@ type record struct {
 	End             time.Time           `json:"end"`
 	Method          string              `json:"method"`
 	Path            string              `json:"path"`
+	Query           string              `json:"query"`
 	Headers         map[string][]string `json:"headers"`
 	ContentEncoding string              `json:"content_encoding"`
 	Body            json.RawMessage     `json:"body"`
@@ -96,7 +102,7 @@ func (r *record) exchange() *Exchange {
 		Streamed:        strings.HasPrefix(rh.Get("Content-Type"), "text/event-stream"),
 		BodySize:        int64(len(r.Response)),
 	}
-	return &Exchange{Seq: r.Seq, Request: req, Response: resp, body: body, response: []byte(r.Response)}
+	return &Exchange{Seq: r.Seq, Request: req, Response: resp, Header: h, Query: r.Query, Body: body, response: []byte(r.Response)}
 }
 
 // Target takes decoded requests and responses, like instrument.Tracker.
@@ -132,8 +138,8 @@ func Play(target Target, exchanges []*Exchange) {
 	for _, ev := range events {
 		if !ev.end {
 			req := ev.ex.Request
-			if len(ev.ex.body) > 0 && req.Endpoint != wire.EndpointOther {
-				if b, err := wire.ParseBody(ev.ex.body, req.ContentEncoding); err != nil {
+			if len(ev.ex.Body) > 0 && req.Endpoint != wire.EndpointOther {
+				if b, err := wire.ParseBody(ev.ex.Body, req.ContentEncoding); err != nil {
 					req.ParseError = err.Error()
 				} else {
 					req.Body = b

@@ -1,0 +1,266 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/pipeline"
+	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/replay"
+	"github.com/cctrace/cctrace/metrics"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// spans collects the tracker's output for the assertions below.
+type spans struct {
+	mu    sync.Mutex
+	ended []*instrument.Span
+}
+
+func (s *spans) SpanStarted(*instrument.Span) {}
+func (s *spans) SpanEnded(sp *instrument.Span) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := *sp
+	s.ended = append(s.ended, &c)
+}
+func (s *spans) SessionsActive(int) {}
+
+// TestRecordedSessionsThroughProxy sends the requests Claude Code made in each recorded session
+// (testdata/claude-code) through the real proxy to the fake API running the same scenario, with
+// the pipeline feeding a tracker and the Prometheus metrics. It checks that the metrics count
+// exactly the tokens the fake served, and that the live path builds the same turns as replaying
+// the recording does.
+func TestRecordedSessionsThroughProxy(t *testing.T) {
+	dirs, _ := filepath.Glob("../../testdata/claude-code/*")
+	n := 0
+	for _, dir := range dirs {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		name := filepath.Base(dir)
+		if _, err := fakeapi.Scenario(name); err != nil {
+			continue
+		}
+		n++
+		t.Run(name, func(t *testing.T) { throughProxy(t, dir, name) })
+	}
+	if n < 8 {
+		t.Fatalf("ran %d recorded sessions, want every scenario of testdata/claude-code", n)
+	}
+}
+
+func throughProxy(t *testing.T, dir, scenario string) {
+	script, err := fakeapi.Scenario(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakeapi.New(script, fakeapi.WithChunkSize(7))
+	upstream := httptest.NewServer(fake)
+	defer upstream.Close()
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &spans{}
+	tr := instrument.New(instrument.Sinks{m, rec})
+	pipe := pipeline.New(tr, pipeline.WithTickInterval(10*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	go pipe.Run(ctx)
+
+	u, _ := url.Parse(upstream.URL)
+	p, err := proxy.New(u, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	defer front.Close()
+
+	exchanges, err := replay.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := loadRaw(t, dir)
+	client := front.Client()
+	for _, ex := range exchanges {
+		r := raw[ex.Seq]
+		req, err := http.NewRequest(r.method, front.URL+r.pathQuery, bytes.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vs := range r.headers {
+			if strings.EqualFold(k, "Content-Length") || strings.EqualFold(k, "Connection") {
+				continue
+			}
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
+		}
+		req.Header.Set("X-Api-Key", "sk-ant-pipeline-test-key")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatalf("reading response %d: %v", ex.Seq, err)
+		}
+		resp.Body.Close()
+	}
+	front.Close() // every exchange has ended: the proxy has reported them all
+	cancel()
+	<-pipe.Done()
+
+	var served fakeapi.Usage
+	for _, sv := range fake.Served() {
+		if sv.Path == "/v1/messages" {
+			served = served.Add(sv.Usage)
+		}
+	}
+	for typ, want := range map[string]int{
+		"input":          served.InputTokens,
+		"output":         served.OutputTokens,
+		"cache_read":     served.CacheReadInputTokens,
+		"cache_creation": served.CacheCreationInputTokens,
+	} {
+		got := sumMetric(t, reg, "cctrace_tokens_total", "type", typ)
+		if got != float64(want) {
+			t.Errorf("cctrace_tokens_total{type=%q} = %v, fake served %d", typ, got, want)
+		}
+	}
+
+	// The live path and the replay of the recording agree on every turn.
+	if got, want := shape(rec.ended), shape(replayed(t, dir)); got != want {
+		t.Errorf("turns through the proxy:\n%s\nwant (replayed recording):\n%s", got, want)
+	}
+	requests := 0
+	for _, sv := range fake.Served() {
+		if sv.Path == "/v1/messages" {
+			requests++
+		}
+	}
+	if got := sumAll(t, reg, "cctrace_requests_total"); got < float64(requests) {
+		t.Errorf("cctrace_requests_total = %v, want at least the %d Messages API requests", got, requests)
+	}
+}
+
+type rawExchange struct {
+	method, pathQuery string
+	headers           http.Header
+	body              []byte
+}
+
+// loadRaw reads the recorded requests as sent, for sending them again.
+func loadRaw(t *testing.T, dir string) map[int]rawExchange {
+	t.Helper()
+	exchanges, err := replay.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]rawExchange{}
+	for _, ex := range exchanges {
+		out[ex.Seq] = rawExchange{
+			method:    ex.Request.Method,
+			pathQuery: ex.Request.Path + queryOf(ex),
+			headers:   ex.Header,
+			body:      ex.Body,
+		}
+	}
+	return out
+}
+
+func queryOf(ex *replay.Exchange) string {
+	if ex.Query == "" {
+		return ""
+	}
+	return "?" + ex.Query
+}
+
+func replayed(t *testing.T, dir string) []*instrument.Span {
+	t.Helper()
+	exchanges, err := replay.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &spans{}
+	tr := instrument.New(rec)
+	replay.Play(tr, exchanges)
+	tr.Close(exchanges[len(exchanges)-1].Response.End.Add(time.Minute))
+	return rec.ended
+}
+
+// shape summarises turns: per turn root, its outcome and counts, in order of start.
+func shape(ended []*instrument.Span) string {
+	var turns []*instrument.Span
+	for _, s := range ended {
+		if s.Kind == instrument.KindTurn {
+			turns = append(turns, s)
+		}
+	}
+	sort.SliceStable(turns, func(i, j int) bool { return turns[i].Start.Before(turns[j].Start) })
+	var b strings.Builder
+	for _, s := range turns {
+		tt := s.Turn
+		fmt.Fprintf(&b, "turn %d %s trigger=%s compaction=%s requests=%d retries=%d tools=%v failures=%v subagents=%d usage=%+v\n",
+			tt.Index, tt.Outcome, tt.Trigger, tt.Compaction, tt.Requests, tt.Retries, tt.ToolCounts, tt.ToolFailures, tt.Subagents, tt.Usage)
+	}
+	return b.String()
+}
+
+func sumMetric(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func sumAll(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
