@@ -1,20 +1,22 @@
 // Package summary is the sink that needs no backend: it keeps the most recent turns in memory
-// (served as JSON at /api/turns), and prints one line per finished turn and a session summary
-// when cctrace stops.
+// (served as JSON at /api/turns and rendered by internal/ui), prints one line per finished turn,
+// and writes a session summary when cctrace stops.
 package summary
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // Store is an instrument.Sink that remembers recent turns and their spans. It is safe for
@@ -22,6 +24,8 @@ import (
 type Store struct {
 	mu       sync.Mutex
 	out      io.Writer
+	prices   *metrics.Prices
+	now      func() time.Time
 	maxTurns int
 	maxSpans int
 	turns    []*Turn                       // finished and open turns, oldest first
@@ -44,9 +48,24 @@ func WithMaxTurns(n int) Option { return func(s *Store) { s.maxTurns = n } }
 // WithMaxSpans bounds how many spans one turn keeps. Default 5000; the rest are counted only.
 func WithMaxSpans(n int) Option { return func(s *Store) { s.maxSpans = n } }
 
+// WithPrices sets the price table for estimated costs; pass the one the metrics use. Default
+// (also for nil): metrics.DefaultPrices().
+func WithPrices(p *metrics.Prices) Option {
+	return func(s *Store) {
+		if p != nil {
+			s.prices = p
+		}
+	}
+}
+
+// WithClock sets the clock that times turns still running. Default: time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
+		prices:   metrics.DefaultPrices(),
+		now:      time.Now,
 		maxTurns: 200,
 		maxSpans: 5000,
 		byTrace:  make(map[instrument.TraceID]*Turn),
@@ -59,31 +78,48 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// Turn is one turn as served at /api/turns.
+// Turn is one turn as served at /api/turns. While the turn runs (End is nil) its counts and
+// tokens are running sums of the spans ended so far; at its end they are the tracker's totals.
 type Turn struct {
-	TraceID    string         `json:"trace_id"`
-	SessionID  string         `json:"session_id"`
-	Index      int            `json:"index"`
-	Start      time.Time      `json:"start"`
-	End        *time.Time     `json:"end,omitempty"`
-	Duration   float64        `json:"duration_seconds"`
-	Outcome    string         `json:"outcome,omitempty"`
-	Compaction string         `json:"compaction,omitempty"`
-	Requests   int            `json:"requests"`
-	Retries    int            `json:"retries"`
-	ToolCalls  int            `json:"tool_calls"`
-	ToolErrors int            `json:"tool_errors"`
-	Subagents  int            `json:"subagents"`
-	Tools      map[string]int `json:"tools,omitempty"`
-	Models     []string       `json:"models,omitempty"`
-	Tokens     Tokens         `json:"tokens"`
-	Prompt     string         `json:"prompt,omitempty"`
-	Spans      []*Record      `json:"spans"`
+	TraceID   string     `json:"trace_id"`
+	SessionID string     `json:"session_id"`
+	Index     int        `json:"index"`
+	Start     time.Time  `json:"start"`
+	End       *time.Time `json:"end,omitempty"`
+	Duration  float64    `json:"duration_seconds"`
+	// Root is the kind of the trace's root span: "turn", or "chat" for a side request that no
+	// turn adopted.
+	Root    string `json:"root"`
+	Outcome string `json:"outcome,omitempty"`
+	Trigger string `json:"trigger,omitempty"`
+	// Compaction is "manual" when the turn is a /compact summarisation.
+	Compaction string `json:"compaction,omitempty"`
+	// Compacted is the trigger ("auto", "manual") of a compaction the tracker recognised on one
+	// of this turn's requests; empty when there was none.
+	Compacted    string         `json:"compacted,omitempty"`
+	Requests     int            `json:"requests"`
+	Retries      int            `json:"retries"`
+	ToolCalls    int            `json:"tool_calls"`
+	ToolErrors   int            `json:"tool_errors"`
+	Subagents    int            `json:"subagents"`
+	Tools        map[string]int `json:"tools,omitempty"`
+	ToolFailures map[string]int `json:"tool_failures,omitempty"`
+	Models       []string       `json:"models,omitempty"`
+	Tokens       Tokens         `json:"tokens"`
+	// Cost is the estimated USD cost of the turn's priced requests.
+	Cost float64 `json:"cost_usd"`
+	// Unpriced counts requests with usage whose model the price table does not know.
+	Unpriced int       `json:"unpriced_requests,omitempty"`
+	Prompt   string    `json:"prompt,omitempty"`
+	Spans    []*Record `json:"spans"`
 	// DroppedSpans counts spans beyond the per-turn bound.
 	DroppedSpans int `json:"dropped_spans,omitempty"`
 }
 
-// Tokens is token usage in the four kinds Anthropic reports.
+// Running reports whether the turn has not ended yet.
+func (t *Turn) Running() bool { return t.End == nil }
+
+// Tokens is token usage in the four kinds Anthropic reports. The zero value is no usage.
 type Tokens struct {
 	Input         int `json:"input"`
 	Output        int `json:"output"`
@@ -91,7 +127,27 @@ type Tokens struct {
 	CacheCreation int `json:"cache_creation"`
 }
 
-// Record is one span of a turn.
+// TotalInput is every input token: uncached, cache reads and cache writes.
+func (t Tokens) TotalInput() int { return t.Input + t.CacheRead + t.CacheCreation }
+
+// CacheHitRatio is cache_read / (input + cache_read + cache_creation), and false when there was
+// no input at all.
+func (t Tokens) CacheHitRatio() (float64, bool) {
+	total := t.TotalInput()
+	if total == 0 {
+		return 0, false
+	}
+	return float64(t.CacheRead) / float64(total), true
+}
+
+func (t *Tokens) add(o Tokens) {
+	t.Input += o.Input
+	t.Output += o.Output
+	t.CacheRead += o.CacheRead
+	t.CacheCreation += o.CacheCreation
+}
+
+// Record is one span of a turn. The zero value is an empty record.
 type Record struct {
 	SpanID     string     `json:"span_id"`
 	ParentID   string     `json:"parent_id,omitempty"`
@@ -108,18 +164,50 @@ type Record struct {
 	StatusCode int        `json:"http_status,omitempty"`
 	StopReason string     `json:"stop_reason,omitempty"`
 	Tokens     *Tokens    `json:"tokens,omitempty"`
-	Compacted  bool       `json:"compacted,omitempty"`
-	Tool       string     `json:"tool,omitempty"`
-	Outcome    string     `json:"outcome,omitempty"`
+	// Cost is the estimated USD cost of a chat span; nil when it had no usage or its model is
+	// not in the price table.
+	Cost      *float64 `json:"cost_usd,omitempty"`
+	Compacted bool     `json:"compacted,omitempty"`
+	// Compaction is the trigger of a compaction recognised on this request.
+	Compaction string `json:"compaction,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Outcome    string `json:"outcome,omitempty"`
+	// Subagent is the subagent type of a subagent span.
+	Subagent   string `json:"subagent,omitempty"`
+	Background bool   `json:"background,omitempty"`
 }
 
-// SessionTotals sums a session's turns for the closing summary.
+// Running reports whether the span has not ended yet.
+func (r *Record) Running() bool { return r.End == nil }
+
+// Messages counts the messages of a session by kind: user messages by what they carry, and
+// assistant responses by whether they hold text, tool calls or both. Retries are not counted
+// again. The zero value counts nothing.
+type Messages struct {
+	HumanText        int `json:"human_text"`
+	ToolResults      int `json:"tool_results"`
+	AssistantText    int `json:"assistant_text"`
+	ToolCalls        int `json:"tool_calls"`
+	TextAndToolCalls int `json:"text_and_tool_calls"`
+	// SideRequests counts auxiliary requests (titles, classifiers) and token counts.
+	SideRequests int `json:"side_requests"`
+}
+
+// SessionTotals sums a session's spans for the closing summary and the sessions page.
 type SessionTotals struct {
 	ID          string
+	First, Last time.Time
 	Turns       int
 	Requests    int
+	Retries     int
 	Compactions int
+	ToolCalls   int
+	ToolErrors  int
+	Subagents   int
 	Tokens      Tokens
+	Cost        float64
+	Unpriced    int
+	Messages    Messages
 	// Blocks counts content blocks by role and type, each counted once when first seen.
 	Blocks map[instrument.BlockKey]int
 }
@@ -128,6 +216,7 @@ type SessionTotals struct {
 func (s *Store) SpanStarted(sp *instrument.Span) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.session(sp.SessionID).seen(sp.Start)
 	t := s.turnFor(sp)
 	if t == nil {
 		return
@@ -142,6 +231,21 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	if sp.Parent.IsValid() {
 		r.ParentID = sp.Parent.String()
 	}
+	switch {
+	case sp.Chat != nil:
+		r.Request = string(sp.Chat.Kind)
+		r.Attempt = sp.Chat.Attempt
+		if b := sp.Chat.Request.Body; b != nil {
+			r.Model = b.Model
+		}
+	case sp.Tool != nil:
+		r.Tool = sp.Tool.Name
+	case sp.Subagent != nil:
+		r.Subagent, r.Background = sp.Subagent.Type, sp.Subagent.Background
+		if t.Running() {
+			t.Subagents++
+		}
+	}
 	if len(t.Spans) >= s.maxSpans {
 		t.DroppedSpans++
 		return
@@ -154,40 +258,113 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 func (s *Store) SpanEnded(sp *instrument.Span) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cost, priced := s.cost(sp)
+	s.countSession(sp, cost, priced)
+	t := s.byTrace[sp.TraceID]
+	if t != nil && t.Running() && sp.Kind != instrument.KindTurn {
+		t.addLive(sp)
+	}
+	if t != nil && sp.Chat != nil {
+		addCost(&t.Cost, &t.Unpriced, cost, priced, chatUsage(sp.Chat) != nil)
+		if cp := sp.Chat.Compaction; cp != nil {
+			t.Compacted = cp.Trigger
+		}
+	}
 	r := s.open[sp.ID]
 	delete(s.open, sp.ID)
-	if r == nil {
-		// Started while its turn was out of the ring, or dropped: only the totals count.
-		s.countSession(sp)
+	if r != nil {
+		end := sp.End
+		r.End = &end
+		r.Status = statusName(sp.Status)
+		r.ErrorType = sp.ErrorType
+		switch {
+		case sp.Chat != nil:
+			fillChat(r, sp.Chat)
+			if priced {
+				c := cost
+				r.Cost = &c
+			}
+		case sp.Tool != nil:
+			r.Tool, r.Outcome = sp.Tool.Name, sp.Tool.Outcome
+		}
+	}
+	if t == nil || sp.Parent.IsValid() {
 		return
 	}
-	end := sp.End
-	r.End = &end
-	r.Status = statusName(sp.Status)
-	r.ErrorType = sp.ErrorType
-	switch {
-	case sp.Chat != nil:
-		fillChat(r, sp.Chat)
-	case sp.Tool != nil:
-		r.Tool, r.Outcome = sp.Tool.Name, sp.Tool.Outcome
-	}
-	s.countSession(sp)
-	if sp.Kind == instrument.KindTurn {
-		t := s.byTrace[sp.TraceID]
-		if t == nil {
-			return
-		}
-		fillTurn(t, sp)
-		if s.out != nil {
-			fmt.Fprintln(s.out, Line(t))
-		}
+	fillTurn(t, sp)
+	if sp.Kind == instrument.KindTurn && s.out != nil {
+		fmt.Fprintln(s.out, Line(t))
 	}
 }
 
 // SessionsActive implements instrument.Sink; the store does not need it.
 func (s *Store) SessionsActive(int) {}
 
-// turnFor returns the turn record of sp's trace, creating it for a turn root. Spans of traces
+// cost prices a chat span's usage by the requested model, else the served one, as the metrics
+// do. priced is false for spans without usage or with an unknown model.
+func (s *Store) cost(sp *instrument.Span) (usd float64, priced bool) {
+	if sp.Chat == nil {
+		return 0, false
+	}
+	u := chatUsage(sp.Chat)
+	if u == nil {
+		return 0, false
+	}
+	if b := sp.Chat.Request.Body; b != nil {
+		if usd, ok := s.prices.Cost(b.Model, *u); ok {
+			return usd, true
+		}
+	}
+	return s.prices.Cost(sp.Chat.Response.Message.Model, *u)
+}
+
+func chatUsage(c *instrument.Chat) *wire.Usage {
+	if c.Response == nil || c.Response.Message == nil {
+		return nil
+	}
+	return &c.Response.Message.Usage
+}
+
+func addCost(total *float64, unpriced *int, usd float64, priced, hasUsage bool) {
+	switch {
+	case priced:
+		*total += usd
+	case hasUsage:
+		*unpriced++
+	}
+}
+
+// addLive keeps the running totals of an open turn.
+func (t *Turn) addLive(sp *instrument.Span) {
+	switch {
+	case sp.Chat != nil:
+		t.Requests++
+		if sp.Chat.Attempt > 0 {
+			t.Retries++
+		}
+		if u := chatUsage(sp.Chat); u != nil {
+			t.Tokens.add(tokensOf(*u))
+			if m := sp.Chat.Response.Message.Model; m != "" && !slices.Contains(t.Models, m) {
+				t.Models = append(t.Models, m)
+			}
+		}
+	case sp.Tool != nil:
+		t.ToolCalls++
+		if t.Tools == nil {
+			t.Tools = make(map[string]int)
+		}
+		t.Tools[sp.Tool.Name]++
+		if sp.Tool.Outcome == "error" {
+			t.ToolErrors++
+			if t.ToolFailures == nil {
+				t.ToolFailures = make(map[string]int)
+			}
+			t.ToolFailures[sp.Tool.Name]++
+		}
+	}
+}
+
+// turnFor returns the turn record of sp's trace, creating it for a root span. Spans of traces
 // that are not turns (standalone side requests) get a record of their own.
 func (s *Store) turnFor(sp *instrument.Span) *Turn {
 	if t := s.byTrace[sp.TraceID]; t != nil {
@@ -201,6 +378,7 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 		SessionID: sp.SessionID,
 		Index:     sp.TurnIndex,
 		Start:     sp.Start,
+		Root:      kindName(sp.Kind),
 	}
 	s.turns = append(s.turns, t)
 	s.byTrace[sp.TraceID] = t
@@ -223,26 +401,90 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 	return t
 }
 
-func (s *Store) countSession(sp *instrument.Span) {
-	tot := s.sessions[sp.SessionID]
+func (s *Store) session(id string) *SessionTotals {
+	tot := s.sessions[id]
 	if tot == nil {
-		tot = &SessionTotals{ID: sp.SessionID, Blocks: make(map[instrument.BlockKey]int)}
-		s.sessions[sp.SessionID] = tot
+		tot = &SessionTotals{ID: id, Blocks: make(map[instrument.BlockKey]int)}
+		s.sessions[id] = tot
 	}
+	return tot
+}
+
+func (tot *SessionTotals) seen(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if tot.First.IsZero() || at.Before(tot.First) {
+		tot.First = at
+	}
+	if at.After(tot.Last) {
+		tot.Last = at
+	}
+}
+
+func (s *Store) countSession(sp *instrument.Span, cost float64, priced bool) {
+	tot := s.session(sp.SessionID)
+	tot.seen(sp.End)
 	switch {
 	case sp.Kind == instrument.KindTurn:
 		tot.Turns++
+	case sp.Kind == instrument.KindSubagent:
+		tot.Subagents++
+	case sp.Tool != nil:
+		tot.ToolCalls++
+		if sp.Tool.Outcome == "error" {
+			tot.ToolErrors++
+		}
 	case sp.Chat != nil:
+		c := sp.Chat
 		tot.Requests++
-		if sp.Chat.Compaction != nil {
+		if c.Attempt > 0 {
+			tot.Retries++
+		}
+		if c.Compaction != nil {
 			tot.Compactions++
 		}
-		for k, n := range sp.Chat.NewBlocks {
+		for k, n := range c.NewBlocks {
 			tot.Blocks[k] += n
 		}
-		if r := sp.Chat.Response; r != nil && r.Message != nil {
-			addTokens(&tot.Tokens, r.Message.Usage)
+		u := chatUsage(c)
+		if u != nil {
+			tot.Tokens.add(tokensOf(*u))
 		}
+		addCost(&tot.Cost, &tot.Unpriced, cost, priced, u != nil)
+		tot.Messages.count(c)
+	}
+}
+
+// count classifies the new user message of a request (on its first attempt only) and the
+// assistant message it got.
+func (m *Messages) count(c *instrument.Chat) {
+	switch c.Kind {
+	case instrument.RequestAuxiliary, instrument.RequestCountTokens, instrument.RequestOther:
+		if c.Attempt == 0 {
+			m.SideRequests++
+		}
+		return
+	}
+	switch {
+	case c.Attempt > 0:
+	case c.NewBlocks[instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockToolResult}] > 0:
+		m.ToolResults++
+	case c.NewBlocks[instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockText}] > 0:
+		m.HumanText++
+	}
+	// Only a complete response counts: a retried attempt cut mid-stream is not a message.
+	if c.Response == nil || c.Response.Message == nil || c.Response.Message.StopReason == "" {
+		return
+	}
+	b := c.Response.Message.Blocks
+	switch text, tools := b[wire.BlockText] > 0, b[wire.BlockToolUse] > 0; {
+	case text && tools:
+		m.TextAndToolCalls++
+	case tools:
+		m.ToolCalls++
+	case text:
+		m.AssistantText++
 	}
 }
 
@@ -250,40 +492,78 @@ func (s *Store) countSession(sp *instrument.Span) {
 func (s *Store) Turns(session string) []Turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
 	out := make([]Turn, 0, len(s.turns))
 	for i := len(s.turns) - 1; i >= 0; i-- {
 		t := s.turns[i]
 		if session != "" && t.SessionID != session {
 			continue
 		}
-		c := *t
-		c.Spans = make([]*Record, len(t.Spans))
-		for j, r := range t.Spans {
-			rc := *r
-			c.Spans[j] = &rc
-		}
-		if c.End == nil {
-			c.Duration = time.Since(c.Start).Seconds()
-		}
-		out = append(out, c)
+		out = append(out, t.clone(now))
 	}
 	return out
 }
 
-// Sessions returns the totals of every session seen, by id.
+// Turn returns a copy of the kept turn with the given trace id (32 hex digits), and false when
+// the store does not hold it.
+func (s *Store) Turn(traceID string) (Turn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.turns {
+		if t.TraceID == traceID {
+			return t.clone(s.now()), true
+		}
+	}
+	return Turn{}, false
+}
+
+// Session returns the totals of one session, and false when the store has not seen it.
+func (s *Store) Session(id string) (SessionTotals, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.sessions[id]
+	if !ok {
+		return SessionTotals{}, false
+	}
+	return t.clone(), true
+}
+
+func (t *Turn) clone(now time.Time) Turn {
+	c := *t
+	c.Spans = make([]*Record, len(t.Spans))
+	for j, r := range t.Spans {
+		rc := *r
+		c.Spans[j] = &rc
+	}
+	c.Tools = maps.Clone(t.Tools)
+	c.ToolFailures = maps.Clone(t.ToolFailures)
+	c.Models = slices.Clone(t.Models)
+	if c.End == nil {
+		c.Duration = now.Sub(c.Start).Seconds()
+	}
+	return c
+}
+
+func (t *SessionTotals) clone() SessionTotals {
+	c := *t
+	c.Blocks = maps.Clone(t.Blocks)
+	return c
+}
+
+// Sessions returns the totals of every session seen, most recently active first.
 func (s *Store) Sessions() []SessionTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]SessionTotals, 0, len(s.sessions))
 	for _, t := range s.sessions {
-		c := *t
-		c.Blocks = make(map[instrument.BlockKey]int, len(t.Blocks))
-		for k, v := range t.Blocks {
-			c.Blocks[k] = v
-		}
-		out = append(out, c)
+		out = append(out, t.clone())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Last.Equal(out[j].Last) {
+			return out[i].Last.After(out[j].Last)
+		}
+		return out[i].ID < out[j].ID
+	})
 	return out
 }
 
@@ -297,53 +577,6 @@ func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}{s.Turns(r.URL.Query().Get("session"))})
 }
 
-// Line renders a finished turn as one terminal line.
-func Line(t *Turn) string {
-	var b strings.Builder
-	sid := t.SessionID
-	if len(sid) > 8 {
-		sid = sid[:8]
-	}
-	fmt.Fprintf(&b, "cctrace [%s] turn %d", sid, t.Index)
-	if t.Compaction != "" {
-		fmt.Fprintf(&b, " (compaction, %s)", t.Compaction)
-	}
-	fmt.Fprintf(&b, " · %.1fs · %d req", t.Duration, t.Requests)
-	if t.Retries > 0 {
-		fmt.Fprintf(&b, " (%d retried)", t.Retries)
-	}
-	if len(t.Tools) > 0 {
-		names := make([]string, 0, len(t.Tools))
-		for n := range t.Tools {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		parts := make([]string, len(names))
-		for i, n := range names {
-			parts[i] = fmt.Sprintf("%s×%d", n, t.Tools[n])
-		}
-		fmt.Fprintf(&b, " · tools %s", strings.Join(parts, " "))
-		if t.ToolErrors > 0 {
-			fmt.Fprintf(&b, " (%d failed)", t.ToolErrors)
-		}
-	}
-	if t.Subagents > 0 {
-		fmt.Fprintf(&b, " · %d subagent(s)", t.Subagents)
-	}
-	fmt.Fprintf(&b, " · tokens in %d out %d cache read %d write %d", t.Tokens.Input, t.Tokens.Output, t.Tokens.CacheRead, t.Tokens.CacheCreation)
-	if t.Outcome != "" {
-		fmt.Fprintf(&b, " · %s", t.Outcome)
-	}
-	if t.Prompt != "" {
-		p := strings.Join(strings.Fields(t.Prompt), " ")
-		if len(p) > 60 {
-			p = p[:60] + "…"
-		}
-		fmt.Fprintf(&b, " · %q", p)
-	}
-	return b.String()
-}
-
 func fillTurn(t *Turn, sp *instrument.Span) {
 	end := sp.End
 	t.End = &end
@@ -354,20 +587,24 @@ func fillTurn(t *Turn, sp *instrument.Span) {
 		return
 	}
 	t.Outcome = tt.Outcome
+	t.Trigger = tt.Trigger
 	t.Compaction = tt.Compaction
 	t.Requests, t.Retries = tt.Requests, tt.Retries
 	t.ToolCalls, t.ToolErrors, t.Subagents = tt.ToolCalls, tt.ToolErrors, tt.Subagents
-	t.Tools = tt.ToolCounts
-	t.Models = tt.Models
+	t.Tools = maps.Clone(tt.ToolCounts)
+	t.ToolFailures = maps.Clone(tt.ToolFailures)
+	t.Models = slices.Clone(tt.Models)
 	t.Prompt = tt.Prompt
-	t.Tokens = Tokens{}
-	addTokens(&t.Tokens, tt.Usage)
+	t.Tokens = tokensOf(tt.Usage)
 }
 
 func fillChat(r *Record, c *instrument.Chat) {
 	r.Request = string(c.Kind)
 	r.Attempt = c.Attempt
 	r.Compacted = c.Compacted
+	if cp := c.Compaction; cp != nil {
+		r.Compaction = cp.Trigger
+	}
 	if b := c.Request.Body; b != nil {
 		r.Model = b.Model
 	}
@@ -381,17 +618,18 @@ func fillChat(r *Record, c *instrument.Chat) {
 			r.Model = m.Model
 		}
 		r.StopReason = m.StopReason
-		tok := Tokens{}
-		addTokens(&tok, m.Usage)
+		tok := tokensOf(m.Usage)
 		r.Tokens = &tok
 	}
 }
 
-func addTokens(t *Tokens, u wire.Usage) {
-	t.Input += u.InputTokens
-	t.Output += u.OutputTokens
-	t.CacheRead += u.CacheReadInputTokens
-	t.CacheCreation += u.CacheCreationInputTokens
+func tokensOf(u wire.Usage) Tokens {
+	return Tokens{
+		Input:         u.InputTokens,
+		Output:        u.OutputTokens,
+		CacheRead:     u.CacheReadInputTokens,
+		CacheCreation: u.CacheCreationInputTokens,
+	}
 }
 
 func kindName(k instrument.SpanKind) string {
