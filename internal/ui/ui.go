@@ -1,0 +1,332 @@
+// Package ui is the built-in turns page: server-rendered HTML on the metrics listener that shows
+// the sessions cctrace has seen, the turns of a session, and one turn as a waterfall of its spans,
+// from the summary.Store and nothing else. It needs no backend, loads nothing from the network,
+// and its only script (static/ui.js) refreshes the page while turns are running.
+package ui
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/summary"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Handler serves the turns page:
+//
+//	GET /                    the sessions
+//	GET /sessions/{id}       the turns of one session ("-" for requests without a session id)
+//	GET /turns/{trace_id}    one turn as a waterfall of its spans
+//	GET /static/…            the page's stylesheet and script
+//
+// Mount it at "/" of the metrics listener; paths it does not know get a 404 page. The zero value
+// is not usable; call New.
+type Handler struct {
+	store   *summary.Store
+	traceUI TraceUI
+	now     func() time.Time
+	log     *slog.Logger
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithTraceUI links every turn to its trace in Jaeger or Grafana. Default: no links.
+func WithTraceUI(t TraceUI) Option { return func(h *Handler) { h.traceUI = t } }
+
+// WithClock sets the clock that places running spans. Default: time.Now.
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// WithLogger sets where rendering errors are logged. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// New returns the handler of the turns page of store.
+func New(store *summary.Store, opts ...Option) *Handler {
+	h := &Handler{store: store, now: time.Now, log: slog.Default(), pages: make(map[string]*template.Template)}
+	for _, o := range opts {
+		o(h)
+	}
+	for _, name := range []string{"sessions", "session", "turn", "notfound"} {
+		h.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
+			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	static, _ := fs.Sub(staticFS, "static")
+	h.mux = http.NewServeMux()
+	h.mux.HandleFunc("GET /{$}", h.sessions)
+	h.mux.HandleFunc("GET /sessions/{id}", h.session)
+	h.mux.HandleFunc("GET /turns/{trace}", h.turn)
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No page at " + r.URL.Path + "."})
+	})
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Cache-Control", "no-store")
+	h.mux.ServeHTTP(w, r)
+}
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Poll    bool // refresh while the page is open: new turns or spans may appear
+	Live    bool // something on the page is running
+	Now     time.Time
+	Message string
+	TraceUI string // name of the linked trace UI, "" for none
+
+	Sessions []sessionRow
+	Session  *summary.SessionTotals
+	Turns    []turnRow
+	Turn     *turnRow
+	Spans    []spanRow
+	Axis     []axisTick
+}
+
+type sessionRow struct {
+	summary.SessionTotals
+	Path      string
+	Live      bool
+	KeptTurns int
+}
+
+type turnRow struct {
+	summary.Turn
+	Path  string
+	Trace string // link to Jaeger or Grafana, "" without one
+}
+
+// spanRow is one row of the waterfall.
+type spanRow struct {
+	*summary.Record
+	Depth       int
+	Left, Width string // CSS percentages of the bar
+	Duration    float64
+	Running     bool
+	Class       string
+}
+
+type axisTick struct {
+	Left  string
+	Label string
+}
+
+func (h *Handler) sessions(w http.ResponseWriter, _ *http.Request) {
+	live := map[string]bool{}
+	kept := map[string]int{}
+	for _, t := range h.store.Turns("") {
+		kept[t.SessionID]++
+		if t.Running() {
+			live[t.SessionID] = true
+		}
+	}
+	p := page{Title: "sessions", Poll: true, Now: h.now()}
+	for _, s := range h.store.Sessions() {
+		if s.Requests == 0 && kept[s.ID] == 0 {
+			continue
+		}
+		p.Sessions = append(p.Sessions, sessionRow{SessionTotals: s, Path: sessionPath(s.ID), Live: live[s.ID], KeptTurns: kept[s.ID]})
+		p.Live = p.Live || live[s.ID]
+	}
+	h.render(w, http.StatusOK, "sessions", p)
+}
+
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "-" {
+		id = ""
+	}
+	s, ok := h.store.Session(id)
+	if !ok {
+		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: fmt.Sprintf("No session %q: it was never seen, or cctrace restarted since.", id)})
+		return
+	}
+	p := page{Title: "session " + shortID(id), Poll: true, Now: h.now(), Session: &s, TraceUI: h.traceUI.Name()}
+	for _, t := range h.store.Turns(id) {
+		p.Turns = append(p.Turns, h.turnRow(t))
+		p.Live = p.Live || t.Running()
+	}
+	h.render(w, http.StatusOK, "session", p)
+}
+
+func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.store.Turn(r.PathValue("trace"))
+	if !ok {
+		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No such turn: it is not among the turns cctrace keeps in memory."})
+		return
+	}
+	now := h.now()
+	row := h.turnRow(t)
+	p := page{Title: fmt.Sprintf("turn %d · session %s", t.Index, shortID(t.SessionID)), Now: now, Turn: &row, TraceUI: h.traceUI.Name()}
+	p.Spans, p.Axis = waterfall(t, now)
+	for _, s := range p.Spans {
+		p.Live = p.Live || s.Running
+	}
+	p.Poll = p.Live
+	h.render(w, http.StatusOK, "turn", p)
+}
+
+func (h *Handler) turnRow(t summary.Turn) turnRow {
+	return turnRow{Turn: t, Path: "/turns/" + t.TraceID, Trace: h.traceUI.Link(t.TraceID)}
+}
+
+func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
+	var buf bytes.Buffer
+	if err := h.pages[name].Execute(&buf, p); err != nil {
+		h.log.Error("rendering turns page", "page", name, "err", err)
+		http.Error(w, "cctrace: rendering the page failed; see the log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// waterfall orders the spans of t as a tree (children under their parent, by start time) and
+// places each as a bar on the turn's time axis. Running spans reach to now.
+func waterfall(t summary.Turn, now time.Time) ([]spanRow, []axisTick) {
+	start, end := t.Start, t.Start
+	endOf := func(r *summary.Record) time.Time {
+		if r.End != nil {
+			return *r.End
+		}
+		return now
+	}
+	ids := make(map[string]bool, len(t.Spans))
+	for _, r := range t.Spans {
+		ids[r.SpanID] = true
+		if r.Start.Before(start) {
+			start = r.Start
+		}
+		if e := endOf(r); e.After(end) {
+			end = e
+		}
+	}
+	children := make(map[string][]*summary.Record)
+	for _, r := range t.Spans {
+		parent := r.ParentID
+		if !ids[parent] {
+			parent = "" // root, or its parent was dropped
+		}
+		children[parent] = append(children[parent], r)
+	}
+	for _, c := range children {
+		sort.SliceStable(c, func(i, j int) bool { return c[i].Start.Before(c[j].Start) })
+	}
+	total := end.Sub(start)
+	if total <= 0 {
+		total = time.Millisecond
+	}
+	pct := func(d time.Duration) float64 { return 100 * float64(d) / float64(total) }
+	var rows []spanRow
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, r := range children[parent] {
+			e := endOf(r)
+			width := max(pct(e.Sub(r.Start)), 0.4)
+			left := min(pct(r.Start.Sub(start)), 100-width)
+			rows = append(rows, spanRow{
+				Record: r, Depth: depth,
+				Left: fmt.Sprintf("%.3f%%", left), Width: fmt.Sprintf("%.3f%%", width),
+				Duration: e.Sub(r.Start).Seconds(), Running: r.End == nil, Class: spanClass(r),
+			})
+			walk(r.SpanID, depth+1)
+		}
+	}
+	walk("", 0)
+	var axis []axisTick
+	for i := 0; i <= 4; i++ {
+		axis = append(axis, axisTick{Left: fmt.Sprintf("%d%%", i*25), Label: summary.Seconds(total.Seconds() * float64(i) / 4)})
+	}
+	return rows, axis
+}
+
+func spanClass(r *summary.Record) string {
+	c := "k-" + r.Kind
+	if r.Status == "error" || r.Outcome == "error" {
+		c += " failed"
+	}
+	switch {
+	case r.Request == "compaction" || r.Compaction != "":
+		c += " compaction"
+	case r.Attempt > 0:
+		c += " retry"
+	case r.Request == "auxiliary" || r.Request == "count_tokens":
+		c += " side"
+	}
+	if r.End == nil {
+		c += " running"
+	}
+	return c
+}
+
+func sessionPath(id string) string {
+	if id == "" {
+		return "/sessions/-"
+	}
+	return "/sessions/" + id
+}
+
+func shortID(id string) string {
+	if id == "" {
+		return "(none)"
+	}
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+var funcs = template.FuncMap{
+	"short":    shortID,
+	"count":    summary.Count,
+	"dollars":  summary.Dollars,
+	"seconds":  summary.Seconds,
+	"percent":  summary.Percent,
+	"tools":    summary.ToolList,
+	"costText": summary.CostText,
+	"tokens":   summary.TokenText,
+	"messages": summary.MessagesText,
+	"hit": func(t summary.Tokens) string {
+		if r, ok := t.CacheHitRatio(); ok {
+			return summary.Percent(r)
+		}
+		return "–"
+	},
+	"clock": func(t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		return t.Local().Format("15:04:05")
+	},
+	"ago": func(now, t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		return summary.Seconds(now.Sub(t).Seconds()) + " ago"
+	},
+	"indent": func(depth int) string { return fmt.Sprintf("%.1fem", float64(depth)*1.2) },
+	"join":   strings.Join,
+}
