@@ -22,6 +22,7 @@ import (
 	"github.com/cctrace/cctrace/internal/redact"
 	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/tracing"
+	"github.com/cctrace/cctrace/internal/ui"
 	"github.com/cctrace/cctrace/metrics"
 )
 
@@ -37,6 +38,7 @@ type app struct {
 	proxySrv, metricsSrv *http.Server
 	pipe                 *pipeline.Pipeline
 	stopPipe             context.CancelFunc
+	stopProbes           context.CancelFunc
 	wg                   sync.WaitGroup
 }
 
@@ -48,20 +50,23 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		return nil, fmt.Errorf("parsing --upstream: %w", err)
 	}
 
+	traceUI, err := ui.ParseTraceUI(o.uiURL)
+	if err != nil {
+		return nil, err
+	}
+
 	reg := prometheus.NewRegistry()
-	var mopts []metrics.Option
+	prices := metrics.DefaultPrices()
 	if o.pricing != "" {
-		prices, err := metrics.LoadPrices(o.pricing)
-		if err != nil {
+		if prices, err = metrics.LoadPrices(o.pricing); err != nil {
 			return nil, fmt.Errorf("loading --pricing: %w", err)
 		}
-		mopts = append(mopts, metrics.WithPrices(prices))
 	}
-	m, err := metrics.New(reg, mopts...)
+	m, err := metrics.New(reg, metrics.WithPrices(prices))
 	if err != nil {
 		return nil, fmt.Errorf("creating metrics: %w", err)
 	}
-	a.store = summary.New(summary.WithOutput(out))
+	a.store = summary.New(summary.WithOutput(out), summary.WithPrices(prices))
 	sinks := instrument.Sinks{m, a.store}
 
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent)}
@@ -111,6 +116,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("/api/turns", a.store)
+	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log)))
 
 	a.proxySrv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -124,6 +130,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if a.tracing == nil {
 		log.Debug("no OTLP endpoint configured: traces are not exported")
 	}
+	a.startProbes(upstream)
 	return a, nil
 }
 
@@ -151,6 +158,7 @@ func (a *app) shutdown() error {
 		errs = append(errs, fmt.Errorf("stopping proxy: %w", err))
 		_ = a.proxySrv.Close()
 	}
+	a.stopProbes()
 	a.stopPipe()
 	<-a.pipe.Done()
 	_ = a.metricsSrv.Shutdown(ctx)

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/ui"
 )
 
 // Defaults for the listeners. Both bind to loopback: cctrace is a personal proxy, not a service.
@@ -41,7 +44,7 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&o.listen, "listen", listenDefault, "proxy listen address (point ANTHROPIC_BASE_URL here)")
 	fs.StringVar(&o.upstream, "upstream", defaultUpstream, "Anthropic API base URL to forward to")
-	fs.StringVar(&o.metricsListen, "metrics-listen", metricsDefault, "address serving /metrics, /healthz and /api/turns")
+	fs.StringVar(&o.metricsListen, "metrics-listen", metricsDefault, "address serving the turns page (/), /metrics, /healthz and /api/turns")
 	fs.BoolVar(&o.captureContent, "capture-content", false, "add secret-scrubbed previews of prompts and tool input/output to spans")
 	fs.StringVar(&o.pricing, "pricing", "", "JSON price table overriding the embedded one")
 	fs.StringVar(&o.logFile, "log", "", "write per-turn lines and logs to this file instead of stderr")
@@ -51,7 +54,7 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.DurationVar(&o.sessionTimeout, "session-idle-timeout", 2*time.Hour, "forget a session after this long without a request")
 	fs.IntVar(&o.maxSessions, "max-sessions", 10000, "sessions held at once; the least recently seen is evicted beyond it")
 	fs.Int64Var(&o.parseLimit, "parse-limit", 32<<20, "largest body (bytes) decoded for tracing; larger ones are forwarded, not decoded")
-	fs.StringVar(&o.uiURL, "trace-ui-url", "", "base URL of Jaeger or Grafana, to link turns to their traces")
+	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
 	return fs
 }
 
@@ -88,6 +91,14 @@ func (o *options) validate() error {
 		if d <= 0 {
 			return fmt.Errorf("invalid %s %s: must be positive", name, d)
 		}
+	}
+	for name, addr := range map[string]string{"--listen": o.listen, "--metrics-listen": o.metricsListen} {
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			return fmt.Errorf("invalid %s %q: want HOST:PORT such as 127.0.0.1:8787 (port 0 picks a free one)", name, addr)
+		}
+	}
+	if _, err := ui.ParseTraceUI(o.uiURL); err != nil {
+		return err
 	}
 	switch o.logLevel {
 	case "debug", "info", "warn", "error":

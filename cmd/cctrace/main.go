@@ -15,15 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 
 	"golang.org/x/term"
-
-	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/summary"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 const usage = `cctrace: see every Claude Code turn as a trace.
@@ -34,7 +29,8 @@ Usage:
   cctrace version
 
 Traces go to the OTLP gRPC endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT);
-without one, nothing is exported and turns are printed and kept at /api/turns.
+without one, nothing is exported: turns are printed, and shown on the turns page at the
+--metrics-listen address (http://127.0.0.1:9787/ for serve).
 Run 'cctrace serve -h' for the flags; each also reads CCTRACE_<FLAG_NAME>.
 `
 
@@ -71,12 +67,21 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 func setup(name string, args []string, stderr io.Writer, listenDefault, metricsDefault string) (options, []string, io.Writer, *slog.Logger, func(), int) {
 	var o options
 	fs := newFlagSet(name, &o, listenDefault, metricsDefault)
-	fs.SetOutput(stderr)
+	// The flag package prints every flag after any mistake; one line that says what was wrong
+	// is easier to act on, and -h still prints them all.
+	fs.SetOutput(io.Discard)
 	if err := parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			synopsis := "cctrace " + name + " [flags]"
+			if name == "run" {
+				synopsis += " -- COMMAND [ARGS]"
+			}
+			fmt.Fprintf(stderr, "Usage: %s\n\nFlags (each also read from CCTRACE_<FLAG_NAME>):\n", synopsis)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 			return o, nil, nil, nil, nil, 0
 		}
-		fmt.Fprintf(stderr, "cctrace %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "cctrace %s: %v (see 'cctrace %s -h')\n", name, err, name)
 		return o, nil, nil, nil, nil, 2
 	}
 	if err := o.validate(); err != nil {
@@ -115,14 +120,17 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cctrace serve: %v\n", err)
 		return 1
 	}
-	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/api/turns", "upstream", o.upstream, "exporting", a.tracing != nil)
+	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "upstream", o.upstream, "exporting", a.tracing != nil)
 	fmt.Fprintf(out, "cctrace: export ANTHROPIC_BASE_URL=%s\n", a.proxyURL())
+	fmt.Fprintf(out, "cctrace: turns page %s/\n", a.metricsURL())
 	<-ctx.Done()
 	log.Info("shutting down: letting in-flight requests finish", "grace", o.shutdownGrace)
 	if err := a.shutdown(); err != nil {
 		log.Warn("shutdown", "error", err)
 	}
-	printSessions(out, a.store)
+	if err := a.store.WriteSummary(out); err != nil {
+		log.Warn("session summary", "error", err)
+	}
 	return 0
 }
 
@@ -138,7 +146,11 @@ func run(args []string, stderr io.Writer) int {
 	}
 	path, err := exec.LookPath(rest[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "cctrace run: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) {
+			fmt.Fprintf(stderr, "cctrace run: %s: command not found in $PATH; give its full path, e.g. cctrace run -- ~/.local/bin/claude\n", rest[0])
+		} else {
+			fmt.Fprintf(stderr, "cctrace run: cannot run %s: %v\n", rest[0], errors.Unwrap(err))
+		}
 		return 127
 	}
 
@@ -154,9 +166,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log.Debug("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL())
-	if o.logFile != "" || o.metricsListen != "127.0.0.1:0" {
-		fmt.Fprintf(out, "cctrace: proxy %s, turns %s/api/turns\n", a.proxyURL(), a.metricsURL())
-	}
+	fmt.Fprintf(out, "cctrace: proxy %s, turns page %s/\n", a.proxyURL(), a.metricsURL())
 
 	cmd := exec.Command(path, rest[1:]...)
 	cmd.Args[0] = rest[0]
@@ -188,7 +198,9 @@ loop:
 	if err := a.shutdown(); err != nil {
 		log.Warn("shutdown", "error", err)
 	}
-	printSessions(out, a.store)
+	if err := a.store.WriteSummary(out); err != nil {
+		log.Warn("session summary", "error", err)
+	}
 	return exitCode(cmd, waitErr)
 }
 
@@ -216,46 +228,4 @@ func withoutEnv(env []string, name string) []string {
 		}
 	}
 	return out
-}
-
-// printSessions writes the dissection of every session seen: what kinds of messages it was made
-// of, its requests, compactions and token totals.
-func printSessions(w io.Writer, store *summary.Store) {
-	for _, s := range store.Sessions() {
-		if s.Requests == 0 {
-			continue
-		}
-		id := s.ID
-		if len(id) > 8 {
-			id = id[:8]
-		}
-		fmt.Fprintf(w, "cctrace session %s: %d turns, %d requests, %d compactions · tokens in %d out %d cache read %d write %d\n",
-			id, s.Turns, s.Requests, s.Compactions, s.Tokens.Input, s.Tokens.Output, s.Tokens.CacheRead, s.Tokens.CacheCreation)
-		if line := blocksLine(s.Blocks); line != "" {
-			fmt.Fprintf(w, "cctrace session %s: messages seen · %s\n", id, line)
-		}
-	}
-}
-
-func blocksLine(blocks map[instrument.BlockKey]int) string {
-	label := map[instrument.BlockKey]string{
-		{Role: wire.RoleUser, Type: wire.BlockText}:                  "human/system text",
-		{Role: wire.RoleUser, Type: wire.BlockToolResult}:            "tool results",
-		{Role: wire.RoleAssistant, Type: wire.BlockText}:             "assistant text",
-		{Role: wire.RoleAssistant, Type: wire.BlockToolUse}:          "tool calls",
-		{Role: wire.RoleAssistant, Type: wire.BlockThinking}:         "thinking",
-		{Role: wire.RoleUser, Type: wire.BlockImage}:                 "images",
-		{Role: wire.RoleSystem, Type: wire.BlockText}:                "system messages",
-		{Role: wire.RoleAssistant, Type: wire.BlockRedactedThinking}: "redacted thinking",
-	}
-	var parts []string
-	for k, n := range blocks {
-		name, ok := label[k]
-		if !ok {
-			name = string(k.Role) + " " + string(k.Type)
-		}
-		parts = append(parts, fmt.Sprintf("%s %d", name, n))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }
