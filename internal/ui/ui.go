@@ -258,7 +258,7 @@ func waterfall(t summary.Turn, now time.Time) ([]spanRow, []axisTick) {
 	walk("", 0)
 	var axis []axisTick
 	for i := 0; i <= 4; i++ {
-		axis = append(axis, axisTick{Left: fmt.Sprintf("%d%%", i*25), Label: summary.Seconds(total.Seconds() * float64(i) / 4)})
+		axis = append(axis, axisTick{Left: fmt.Sprintf("%d%%", i*25), Label: duration(total.Seconds() * float64(i) / 4)})
 	}
 	return rows, axis
 }
@@ -299,11 +299,20 @@ func shortID(id string) string {
 	return id
 }
 
+// duration formats seconds for the page: milliseconds below one second, where summary.Seconds
+// would round most spans of a fast turn to "0.0s".
+func duration(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return summary.Seconds(s)
+}
+
 var funcs = template.FuncMap{
+	"duration": duration,
 	"short":    shortID,
 	"count":    summary.Count,
 	"dollars":  summary.Dollars,
-	"seconds":  summary.Seconds,
 	"percent":  summary.Percent,
 	"tools":    summary.ToolList,
 	"costText": summary.CostText,
@@ -327,6 +336,6 @@ var funcs = template.FuncMap{
 		}
 		return summary.Seconds(now.Sub(t).Seconds()) + " ago"
 	},
-	"indent": func(depth int) string { return fmt.Sprintf("%.1fem", float64(depth)*1.2) },
+	"indent": func(depth int) string { return fmt.Sprintf("%.1fem", 0.6+float64(depth)*1.2) },
 	"join":   strings.Join,
 }

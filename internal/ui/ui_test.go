@@ -96,14 +96,14 @@ func TestPages(t *testing.T) {
 	}
 	// The tree of the recorded subagent turn (see testdata/claude-code/subagent/want.tree).
 	want := []string{
-		"turn invoke_agent claude-code 0.0",
-		"chat chat claude-opus-5-5 1.2",
-		"tool execute_tool Agent 1.2",
-		"subagent invoke_agent general-purpose 2.4",
-		"chat chat claude-opus-5-5 3.6",
-		"tool execute_tool Bash 3.6",
-		"chat chat claude-opus-5-5 3.6",
-		"chat chat claude-opus-5-5 1.2",
+		"turn invoke_agent claude-code 0.6",
+		"chat chat claude-opus-5-5 1.8",
+		"tool execute_tool Agent 1.8",
+		"subagent invoke_agent general-purpose 3.0",
+		"chat chat claude-opus-5-5 4.2",
+		"tool execute_tool Bash 4.2",
+		"chat chat claude-opus-5-5 4.2",
+		"chat chat claude-opus-5-5 1.8",
 	}
 	var got []string
 	for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
