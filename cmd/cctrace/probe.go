@@ -24,14 +24,15 @@ type endpoint struct {
 	fix  string // what to do about it
 }
 
-// upstreamEndpoint is the upstream, or the HTTP(S) proxy the environment routes it through.
-func upstreamEndpoint(upstream *url.URL) endpoint {
+// upstreamEndpoint is the upstream, or the HTTP(S) proxy that proxyFor (http.ProxyFromEnvironment,
+// as the forwarding transport uses) routes it through.
+func upstreamEndpoint(upstream *url.URL, proxyFor func(*http.Request) (*url.URL, error)) endpoint {
 	e := endpoint{
 		addr: joinHostPort(hostPort(upstream)),
 		what: "upstream " + upstream.Redacted(),
 		fix:  "check --upstream and your network; Claude Code gets 502 answers until it is",
 	}
-	if p, err := http.ProxyFromEnvironment(&http.Request{URL: upstream}); err == nil && p != nil {
+	if p, err := proxyFor(&http.Request{URL: upstream}); err == nil && p != nil {
 		e.addr = joinHostPort(hostPort(p))
 		e.what = "proxy " + p.Redacted() + " (HTTPS_PROXY/HTTP_PROXY) for upstream " + upstream.Redacted()
 		e.fix = "fix or unset the proxy variable; Claude Code gets 502 answers until it is"
@@ -99,7 +100,7 @@ func probe(ctx context.Context, out io.Writer, e endpoint) bool {
 func (a *app) startProbes(upstream *url.URL) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopProbes = cancel
-	targets := []endpoint{upstreamEndpoint(upstream)}
+	targets := []endpoint{upstreamEndpoint(upstream, http.ProxyFromEnvironment)}
 	if a.tracing != nil {
 		if e, ok := collectorEndpoint(os.Getenv); ok {
 			targets = append(targets, e)
