@@ -132,6 +132,12 @@ func TestTurnsPageInChromium(t *testing.T) {
 		screenshot(t, browser, filepath.Join(artifacts, "turn-subagent.png"))
 	})
 
+	for _, page := range []string{"/", "/api/turns"} {
+		if strings.Contains(get(t, cc.metricsURL+page), apiKey) {
+			t.Errorf("%s shows the API key", page)
+		}
+	}
+
 	// The terminal side of the same run: one line per turn while serving, the session
 	// dissection at exit.
 	out := cc.stop(t)
