@@ -85,6 +85,7 @@ func TestTurnsPageInChromium(t *testing.T) {
 		do(t, browser, "find the session", chromedp.WaitVisible(link))
 		screenshot(t, browser, filepath.Join(artifacts, "sessions.png"))
 		do(t, browser, "open the session", chromedp.Click(link), chromedp.WaitVisible(chromedp.CSS("#turns")))
+		screenshot(t, browser, filepath.Join(artifacts, "session.png"))
 
 		turnLink := chromedp.CSS(`#turns a[href^="/turns/"]`)
 		href := run(t, browser, "read the turn link", chromedp.AttributeValue(turnLink, "href"))
