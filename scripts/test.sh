@@ -121,7 +121,15 @@ done
 if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools); fi
 
 go version
-stage tools install_tools || {
+# install_all installs the shared tools (scripts/tools.sh) and the browser of the turns page test.
+install_all() {
+	install_tools || return
+	local exports
+	exports=$(bash scripts/ui-test-deps.sh) || return
+	eval "$exports"
+}
+
+stage tools install_all || {
 	echo "cannot run the checks without their tools" >&2
 	exit 1
 }
