@@ -210,6 +210,12 @@ func newHarnessTo(t *testing.T, upstream *url.URL, opts ...Option) *harness {
 			c.CloseIdleConnections()
 		}
 		h.rec.check(t, h.logs.String())
+		if t.Failed() {
+			t.Logf("proxy logs:\n%s", h.logs.String())
+			for _, rec := range h.rec.all() {
+				t.Logf("observed:\n%s", dumpRecord(rec))
+			}
+		}
 	})
 	h.proxyURL = srv.URL
 	// The test client sends exactly the headers a test sets: no Accept-Encoding of its own.

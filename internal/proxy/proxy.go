@@ -82,6 +82,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Path:       r.URL.Path,
 			Endpoint:   wire.ClassifyPath(r.Method, r.URL.Path),
 			Headers:    wire.ParseHeaders(r.Header),
+			// The copy stays encoded; the Observer decodes it with this.
+			ContentEncoding: r.Header.Get("Content-Encoding"),
 		},
 	}
 	x.resp.ExchangeID = x.req.ExchangeID

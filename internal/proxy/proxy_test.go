@@ -248,12 +248,7 @@ func TestGzipPassesThroughUntouched(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var zipped bytes.Buffer
-			zw := gzip.NewWriter(&zipped)
-			_, _ = zw.Write(tt.plain)
-			if err := zw.Close(); err != nil {
-				t.Fatal(err)
-			}
+			zipped := bytes.NewBuffer(gzipBytes(t, tt.plain))
 			gotAE := make(chan string, 1)
 			h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				gotAE <- r.Header.Get("Accept-Encoding")
@@ -261,7 +256,9 @@ func TestGzipPassesThroughUntouched(t *testing.T) {
 				w.Header().Set("Content-Encoding", "gzip")
 				_, _ = w.Write(zipped.Bytes())
 			}))
-			req, _ := http.NewRequest(http.MethodPost, h.proxyURL+"/v1/messages", strings.NewReader(`{"stream":true}`))
+			reqBody := gzipBytes(t, []byte(`{"model":"claude-sonnet-4-6","stream":true}`))
+			req, _ := http.NewRequest(http.MethodPost, h.proxyURL+"/v1/messages", bytes.NewReader(reqBody))
+			req.Header.Set("Content-Encoding", "gzip")
 			req.Header.Set("Accept-Encoding", acceptEncoding)
 			res, err := h.client.Do(req)
 			if err != nil {
@@ -278,6 +275,10 @@ func TestGzipPassesThroughUntouched(t *testing.T) {
 				t.Errorf("client got %d bytes, want the %d compressed bytes the upstream sent", len(body), zipped.Len())
 			}
 			rec := h.rec.next(t)
+			if rec.req.ContentEncoding != "gzip" || !bytes.Equal(rec.reqBody, reqBody) {
+				t.Errorf("observed request encoding %q with %d bytes, want gzip and the %d compressed bytes sent",
+					rec.req.ContentEncoding, len(rec.reqBody), len(reqBody))
+			}
 			if !bytes.Equal(rec.respBody, zipped.Bytes()) {
 				t.Errorf("observer got %d bytes, want the %d compressed bytes", len(rec.respBody), zipped.Len())
 			}
@@ -289,6 +290,18 @@ func TestGzipPassesThroughUntouched(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gzipBytes compresses b.
+func gzipBytes(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func TestUpstreamDown(t *testing.T) {

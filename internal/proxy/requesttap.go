@@ -21,7 +21,8 @@ type requestTap struct {
 	readMu sync.Mutex
 
 	mu       sync.Mutex
-	copy     *boundedCopy
+	copy     *boundedCopy // stops growing at finish: it belongs to the Observer then
+	total    int64        // bytes read from the client's body
 	eof      bool
 	err      error
 	finished bool
@@ -37,25 +38,48 @@ func newRequestTap(rc io.ReadCloser, contentLength, limit int64, onEnd func()) *
 }
 
 // Read reads from the client's body and copies what it got.
+//
+// Once the body has ended (EOF seen, or Content-Length bytes read) Read answers io.EOF itself and
+// never reads the client's body again. This matters: Go's HTTP/1 server closes the request body
+// when the response headers go out, and the transport makes one more read after Content-Length
+// bytes to check for excess. When the upstream answers before that read runs, the read would fail
+// with "http: invalid Read on closed Body" and the transport would drop the upstream connection,
+// cutting the response stream short. A bare httputil.ReverseProxy has this race.
 func (t *requestTap) Read(p []byte) (int, error) {
 	t.readMu.Lock()
-	n, err := t.rc.Read(p)
-	t.readMu.Unlock()
 	t.mu.Lock()
+	ended := t.ended()
+	t.mu.Unlock()
+	if ended {
+		t.readMu.Unlock()
+		return 0, io.EOF
+	}
+	n, err := t.rc.Read(p)
+	t.mu.Lock()
+	t.total += int64(n)
 	if !t.finished {
 		t.copy.add(p[:n])
-		switch {
-		case err == io.EOF:
-			t.eof = true
-		case err != nil && t.err == nil:
-			t.err = err
-		}
+	}
+	switch {
+	case err == io.EOF:
+		t.eof = true
+	case err != nil && t.err == nil:
+		t.err = err
+	}
+	if err == nil && t.ended() {
+		err = io.EOF
 	}
 	t.mu.Unlock()
+	t.readMu.Unlock()
 	if err != nil {
 		t.onEnd()
 	}
 	return n, err
+}
+
+// ended reports whether the client's body is known to be over. mu must be held.
+func (t *requestTap) ended() bool {
+	return t.eof || (t.contentLength >= 0 && t.total >= t.contentLength)
 }
 
 // Close closes the client's body; a body closed before its end is reported as it stands.
@@ -69,8 +93,8 @@ func (t *requestTap) Close() error {
 // exchange whose upstream could not be reached is still reported with its request body.
 func (t *requestTap) drain() {
 	t.mu.Lock()
-	left := max(t.copy.limit, 0) + 1 - t.copy.n
-	done := t.finished || t.eof || t.err != nil
+	left := max(t.copy.limit, 0) + 1 - t.total
+	done := t.finished || t.ended() || t.err != nil
 	t.mu.Unlock()
 	if done || left <= 0 {
 		return
@@ -84,10 +108,10 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.finished = true
-	size = t.copy.n
+	size = t.total
 	// A body with a known length is whole once that many bytes passed, even if the transport
 	// has not read the EOF yet (the upstream may answer before it does).
-	whole := t.eof || (t.contentLength >= 0 && size >= t.contentLength)
+	whole := t.ended()
 	switch {
 	case t.err != nil:
 		return nil, size, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,7 @@ func TestRequestTapFinish(t *testing.T) {
 		wantEnds      int    // calls of onEnd before finish
 	}{
 		{name: "read to EOF", src: strings.NewReader(body), contentLength: -1, limit: 1 << 10, readBytes: -1, wantBody: body, wantSize: int64(len(body)), wantEnds: 1},
-		{name: "known length complete before EOF", src: strings.NewReader(body), contentLength: int64(len(body)), limit: 1 << 10, readBytes: len(body), wantBody: body, wantSize: int64(len(body))},
+		{name: "known length complete before EOF", src: strings.NewReader(body), contentLength: int64(len(body)), limit: 1 << 10, readBytes: len(body), wantBody: body, wantSize: int64(len(body)), wantEnds: 1},
 		{name: "known length cut short", src: strings.NewReader(body), contentLength: int64(len(body)), limit: 1 << 10, readBytes: 5, wantSize: 5, wantErr: "not read to its end"},
 		{name: "unknown length before EOF", src: strings.NewReader(body), contentLength: -1, limit: 1 << 10, readBytes: len(body), wantSize: int64(len(body)), wantErr: "not read to its end"},
 		{name: "read error", src: &failingReader{data: body[:10], err: cut}, contentLength: -1, limit: 1 << 10, readBytes: -1, wantSize: 10, wantErr: "connection reset", wantEnds: 1},
@@ -69,6 +70,63 @@ func TestRequestTapFinish(t *testing.T) {
 				if string(body) != tt.wantBody {
 					t.Errorf("the copy changed after finish: %q", body)
 				}
+			}
+		})
+	}
+}
+
+// closedAfterBody is a client body that the server closes once it has been read: every read
+// after the data fails, as Go's HTTP/1 server does once the response headers went out.
+type closedAfterBody struct {
+	data    string
+	withEOF bool // return io.EOF together with the last bytes
+}
+
+func (c *closedAfterBody) Read(p []byte) (int, error) {
+	if c.data == "" {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	if c.withEOF && c.data == "" {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestRequestTapNeverReadsPastTheEnd pins the fix for a race a bare httputil.ReverseProxy has:
+// the transport's read past Content-Length, made after the server closed the body, must not
+// fail, or the transport drops the upstream connection mid-response.
+func TestRequestTapNeverReadsPastTheEnd(t *testing.T) {
+	const body = `{"model":"claude-sonnet-4-6","stream":true}`
+	tests := []struct {
+		name          string
+		withEOF       bool
+		contentLength int64
+	}{
+		{name: "EOF with the last bytes", withEOF: true, contentLength: -1},
+		{name: "Content-Length reached without EOF", contentLength: int64(len(body))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ends := 0
+			tap := newRequestTap(io.NopCloser(&closedAfterBody{data: body, withEOF: tt.withEOF}), tt.contentLength, 1<<10, func() { ends++ })
+			buf := make([]byte, 1<<10)
+			n, err := tap.Read(buf)
+			if n != len(body) || err != io.EOF {
+				t.Fatalf("first read = %d, %v; want %d, EOF", n, err, len(body))
+			}
+			for range 2 {
+				if n, err := tap.Read(buf); n != 0 || err != io.EOF {
+					t.Errorf("read after the end = %d, %v; want 0, EOF", n, err)
+				}
+			}
+			got, size, parseErr := tap.finish()
+			if string(got) != body || size != int64(len(body)) || parseErr != "" {
+				t.Errorf("finish = %q, %d, %q", got, size, parseErr)
+			}
+			if ends == 0 {
+				t.Error("onEnd was not called")
 			}
 		})
 	}
