@@ -1,0 +1,360 @@
+// Command cctrace-bench measures what cctrace adds to a Claude Code request, side by side with
+// what users would otherwise run: the same Claude-Code-shaped traffic, in one run, interleaved,
+// sent directly to a fast local upstream, through a bare httputil.ReverseProxy, through nginx,
+// through cctrace exporting to an OTLP receiver that drops spans, and through cctrace exporting
+// to a real Jaeger.
+//
+// Usage:
+//
+//	cctrace-bench -cctrace PATH [-reps 5] [-short] [-out results.md] [-variants …]
+//	cctrace-bench bare-proxy -listen 127.0.0.1:PORT -upstream URL
+//
+// scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few seconds, no
+// timing assertions; it fails only when something is functionally broken (a stream or body not
+// byte-identical, a request failing, no spans exported).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/bench"
+	"github.com/cctrace/cctrace/internal/bench/traffic"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cctrace-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "bare-proxy" {
+		fs := flag.NewFlagSet("bare-proxy", flag.ContinueOnError)
+		listen := fs.String("listen", "127.0.0.1:0", "listen address")
+		upstream := fs.String("upstream", "", "upstream base URL")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return bench.ServeBare(ctx, *listen, *upstream)
+	}
+
+	home, _ := os.UserHomeDir()
+	nginxDefault, _ := exec.LookPath("nginx")
+	if nginxDefault == "" {
+		nginxDefault = "/usr/sbin/nginx"
+	}
+	fs := flag.NewFlagSet("cctrace-bench", flag.ContinueOnError)
+	var (
+		short      = fs.Bool("short", false, "CI mode: a few seconds, fail only on functional breakage")
+		reps       = fs.Int("reps", 5, "repetitions of the whole matrix")
+		cctraceBin = fs.String("cctrace", "", "cctrace binary (go build ./cmd/cctrace)")
+		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
+		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
+		variants   = fs.String("variants", "direct,bare,nginx,cctrace,cctrace-jaeger", "variants to compare, in order")
+		sizes      = fs.String("sizes", "10240,204800,1048576", "request body sizes in bytes")
+		concs      = fs.String("concurrency", "1,16,128", "client concurrency levels")
+		pacedSizes = fs.String("paced-sizes", "204800", "body sizes also run with a paced stream")
+		pace       = fs.Duration("pace", 5*time.Millisecond, "gap between events of a paced stream")
+		events     = fs.Int("events", 500, "SSE events per reply")
+		duration   = fs.Duration("duration", time.Second, "time per unpaced run")
+		maxReq     = fs.Int("max-requests", 3000, "requests per run at most")
+		outPath    = fs.String("out", "", "also write the Markdown report to this file")
+		workDir    = fs.String("dir", "", "directory for configs and logs (default: a new temporary one, removed afterwards)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	cfg := config{
+		reps: *reps, cctrace: *cctraceBin, nginx: *nginxBin, jaeger: *jaegerBin,
+		variants: strings.Split(*variants, ","), events: *events, short: *short,
+	}
+	var err error
+	if cfg.cells, err = cells(*sizes, *concs, *pacedSizes, *pace, *duration, *maxReq); err != nil {
+		return err
+	}
+	if *short {
+		cfg.reps = 1
+		cfg.cells = []bench.Cell{
+			{BodySize: 10 << 10, Concurrency: 1, Duration: 200 * time.Millisecond, MaxRequests: 20},
+			{BodySize: 1 << 20, Concurrency: 4, Duration: 200 * time.Millisecond, MaxRequests: 8},
+			{BodySize: 200 << 10, Concurrency: 4, Pace: time.Millisecond, Duration: 100 * time.Millisecond, MaxRequests: 4},
+		}
+	}
+	dir := *workDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "cctrace-bench-"); err != nil {
+			return fmt.Errorf("creating work dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	if cfg.self, err = os.Executable(); err != nil {
+		return fmt.Errorf("finding own binary: %w", err)
+	}
+
+	var report strings.Builder
+	w := io.MultiWriter(out, &report)
+	err = runBench(ctx, cfg, dir, w)
+	if *outPath != "" {
+		if werr := os.WriteFile(*outPath, []byte(report.String()), 0o644); werr != nil {
+			err = errors.Join(err, fmt.Errorf("writing report: %w", werr))
+		}
+	}
+	return err
+}
+
+type config struct {
+	reps          int
+	cells         []bench.Cell
+	self, cctrace string
+	nginx, jaeger string
+	variants      []string
+	events        int
+	short         bool
+}
+
+// cells builds the matrix: every size and concurrency unpaced, then the paced sizes at every
+// concurrency. A paced run lasts one stream per client.
+func cells(sizes, concs, pacedSizes string, pace, duration time.Duration, maxReq int) ([]bench.Cell, error) {
+	ints := func(s string) ([]int, error) {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			var n int
+			if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+				return nil, fmt.Errorf("invalid number %q", f)
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	ss, err := ints(sizes)
+	if err != nil {
+		return nil, fmt.Errorf("-sizes: %w", err)
+	}
+	cs, err := ints(concs)
+	if err != nil {
+		return nil, fmt.Errorf("-concurrency: %w", err)
+	}
+	ps, err := ints(pacedSizes)
+	if err != nil {
+		return nil, fmt.Errorf("-paced-sizes: %w", err)
+	}
+	var out []bench.Cell
+	for _, s := range ss {
+		for _, c := range cs {
+			out = append(out, bench.Cell{BodySize: s, Concurrency: c, Duration: duration, MaxRequests: maxReq})
+		}
+	}
+	for _, s := range ps {
+		for _, c := range cs {
+			out = append(out, bench.Cell{BodySize: s, Concurrency: c, Pace: pace, Duration: pace, MaxRequests: c})
+		}
+	}
+	return out, nil
+}
+
+// runBench starts the upstream, the collectors and the variants, runs the plan, and writes the
+// report to w.
+func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
+	rec, err := traffic.FindRecording()
+	if err != nil {
+		return err
+	}
+	stream := traffic.NewStream(cfg.events)
+	up, err := bench.StartUpstream(stream)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	collector, err := bench.StartCollector()
+	if err != nil {
+		return err
+	}
+	defer collector.Close()
+
+	var (
+		vs     []*bench.Variant
+		jaeger *bench.Jaeger
+		rest   = map[string]bench.Memory{}
+	)
+	defer func() {
+		for _, v := range vs {
+			v.Stop()
+		}
+		if jaeger != nil {
+			jaeger.Proc.Stop(10 * time.Second)
+		}
+	}()
+	for _, name := range cfg.variants {
+		var v *bench.Variant
+		switch name {
+		case "direct":
+			v = bench.Direct(up)
+		case "bare":
+			v, err = bench.StartBare(ctx, dir, cfg.self, up.URL())
+		case "nginx":
+			if _, serr := os.Stat(cfg.nginx); serr != nil && cfg.short {
+				fmt.Fprintf(w, "skipping nginx: %v\n", serr)
+				continue
+			}
+			v, err = bench.StartNginx(ctx, dir, cfg.nginx, up.URL())
+		case "cctrace":
+			v, err = bench.StartCctrace(ctx, "cctrace", dir, cfg.cctrace, up.URL(), collector.Endpoint())
+		case "cctrace-jaeger":
+			if _, serr := os.Stat(cfg.jaeger); serr != nil && cfg.short {
+				fmt.Fprintf(w, "skipping cctrace-jaeger: %v\n", serr)
+				continue
+			}
+			if jaeger, err = bench.StartJaeger(ctx, dir, cfg.jaeger); err == nil {
+				v, err = bench.StartCctrace(ctx, "cctrace-jaeger", dir, cfg.cctrace, up.URL(), jaeger.OTLP)
+			}
+		default:
+			err = fmt.Errorf("unknown variant %q", name)
+		}
+		if err != nil {
+			return fmt.Errorf("starting %s: %w", name, err)
+		}
+		vs = append(vs, v)
+		if pids := v.PIDs(); len(pids) > 0 {
+			if m, err := bench.ReadMemory(pids); err == nil {
+				rest[v.Name] = m
+			}
+		}
+	}
+
+	writeMachine(w, "before")
+	samples := bench.Execute(ctx, up, rec, bench.Plan{
+		Reps: cfg.reps, Cells: cfg.cells, Variants: vs,
+		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+	})
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	// Let the proxies settle (idle connections, exporter batches) before reading memory at rest.
+	idle := map[string]bench.Memory{}
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+	}
+	for _, v := range vs {
+		if pids := v.PIDs(); len(pids) > 0 {
+			if m, err := bench.ReadMemory(pids); err == nil {
+				idle[v.Name] = m
+			}
+		}
+	}
+	writeMachine(w, "after")
+	fmt.Fprintf(w, "\n%d repetitions, %d SSE events per reply (%d bytes); medians over repetitions; spread is ± half the range of TTFB p50 over repetitions.\n\n",
+		cfg.reps, len(stream.Events), len(stream.Bytes))
+	sums := bench.Summarise(samples)
+	bench.WriteTables(w, sums, "bare")
+
+	fmt.Fprintln(w, "| variant | RSS at start MiB | RSS idle after load MiB | peak RSS sampled in flight MiB | VmHWM MiB |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|")
+	for _, v := range vs {
+		if v.Proc == nil {
+			continue
+		}
+		peak := 0.0
+		for _, s := range sums {
+			if s.Variant == v.Name {
+				peak = max(peak, s.PeakRSS)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.1f |\n", v.Name, mib(rest[v.Name].RSS), mib(idle[v.Name].RSS), peak, mib(idle[v.Name].HWM))
+	}
+	fmt.Fprintln(w)
+
+	// Stop the proxies now: cctrace flushes its spans on the way out, and the checks below need
+	// them.
+	for _, v := range vs {
+		v.Stop()
+		if v.Proc == nil {
+			continue
+		}
+		if _, err := v.Proc.Exited(); err != nil && !isSignalExit(err) {
+			return fmt.Errorf("%s exited with %v:\n%s", v.Name, err, v.Proc.LogTail(2000))
+		}
+	}
+	return check(ctx, w, samples, vs, collector, jaeger)
+}
+
+// check fails the run when anything was functionally broken.
+func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant, collector *bench.Collector, jaeger *bench.Jaeger) error {
+	var errs []error
+	for _, s := range samples {
+		if s.Failed > 0 {
+			errs = append(errs, fmt.Errorf("%s %s: %d requests failed, first: %s", s.Variant, s.Cell.Name(), s.Failed, s.Failures[0]))
+		}
+		if s.Requests == 0 && s.Failed == 0 {
+			errs = append(errs, fmt.Errorf("%s %s: no request completed", s.Variant, s.Cell.Name()))
+		}
+	}
+	for _, v := range vs {
+		switch v.Name {
+		case "cctrace":
+			n := collector.Spans()
+			fmt.Fprintf(w, "spans received by the no-op collector: %d\n", n)
+			if n == 0 {
+				errs = append(errs, errors.New("cctrace exported no spans to the no-op collector"))
+			}
+		case "cctrace-jaeger":
+			services, err := jaeger.Services(ctx)
+			if err != nil || !strings.Contains(services, "cctrace-bench") {
+				errs = append(errs, fmt.Errorf("jaeger has no cctrace-bench spans (services %s, %v)", strings.TrimSpace(services), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isSignalExit(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return true
+		}
+	}
+	return false
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// writeMachine describes the machine and its load.
+func writeMachine(w io.Writer, when string) {
+	if when == "before" {
+		model := "unknown"
+		if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+					model = strings.TrimSpace(v)
+					break
+				}
+			}
+		}
+		kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+		fmt.Fprintf(w, "machine: %d CPUs (%s), Linux %s, %s %s/%s\n", runtime.NumCPU(), model,
+			strings.TrimSpace(string(kernel)), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(w, "load average %s the run: %s\n", when, strings.TrimSpace(string(load)))
+}

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Percentile returns the p-th percentile (nearest rank) of ds, 0 for none.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Figures are one run's numbers.
+type Figures struct {
+	TTFB50, TTFB99     float64 // ms
+	Total50            float64 // ms
+	Event50, Event99   float64 // ms; paced cells only
+	EventMax           float64 // ms
+	RPS                float64
+	CPUPerReq          float64 // ms; 0 without a process
+	PeakRSS            float64 // MiB
+	Requests, Failures int
+}
+
+func figuresOf(s Sample) Figures {
+	f := Figures{
+		TTFB50:   ms(Percentile(s.TTFB, 50)),
+		TTFB99:   ms(Percentile(s.TTFB, 99)),
+		Total50:  ms(Percentile(s.Total, 50)),
+		Event50:  ms(Percentile(s.EventDelay, 50)),
+		Event99:  ms(Percentile(s.EventDelay, 99)),
+		EventMax: ms(Percentile(s.EventDelay, 100)),
+		PeakRSS:  float64(s.PeakRSS) / (1 << 20),
+		Requests: s.Requests,
+		Failures: s.Failed,
+	}
+	if s.Elapsed > 0 {
+		f.RPS = float64(s.Requests) / s.Elapsed.Seconds()
+	}
+	if s.Requests > 0 {
+		f.CPUPerReq = ms(s.CPU) / float64(s.Requests)
+	}
+	return f
+}
+
+// Summary is the median over repetitions of one variant's figures in one cell, with the spread
+// of its TTFB p50 over the repetitions.
+type Summary struct {
+	Variant string
+	Cell    Cell
+	Figures
+	// Spread is (max-min)/median of TTFB p50 over the repetitions.
+	Spread float64
+	Reps   int
+}
+
+// Summarise groups samples by cell and variant (in first-seen order) and takes medians.
+func Summarise(samples []Sample) []Summary {
+	type key struct {
+		cell    Cell
+		variant string
+	}
+	var order []key
+	groups := map[key][]Figures{}
+	for _, s := range samples {
+		k := key{s.Cell, s.Variant}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], figuresOf(s))
+	}
+	out := make([]Summary, 0, len(order))
+	for _, k := range order {
+		fs := groups[k]
+		med := func(get func(Figures) float64) float64 {
+			v := make([]float64, len(fs))
+			for i, f := range fs {
+				v[i] = get(f)
+			}
+			return median(v)
+		}
+		sum := Summary{Variant: k.variant, Cell: k.cell, Reps: len(fs)}
+		sum.TTFB50 = med(func(f Figures) float64 { return f.TTFB50 })
+		sum.TTFB99 = med(func(f Figures) float64 { return f.TTFB99 })
+		sum.Total50 = med(func(f Figures) float64 { return f.Total50 })
+		sum.Event50 = med(func(f Figures) float64 { return f.Event50 })
+		sum.Event99 = med(func(f Figures) float64 { return f.Event99 })
+		sum.EventMax = med(func(f Figures) float64 { return f.EventMax })
+		sum.RPS = med(func(f Figures) float64 { return f.RPS })
+		sum.CPUPerReq = med(func(f Figures) float64 { return f.CPUPerReq })
+		sum.PeakRSS = med(func(f Figures) float64 { return f.PeakRSS })
+		lo, hi := fs[0].TTFB50, fs[0].TTFB50
+		for _, f := range fs {
+			lo, hi = min(lo, f.TTFB50), max(hi, f.TTFB50)
+			sum.Requests += f.Requests
+			sum.Failures += f.Failures
+		}
+		if sum.TTFB50 > 0 {
+			sum.Spread = (hi - lo) / sum.TTFB50
+		}
+		out = append(out, sum)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WriteTables writes the summaries as Markdown: one table for unpaced cells (time to first byte,
+// total time, throughput, CPU) and one for paced cells (per-event delay, memory in flight), each
+// figure with its ratio to the baseline variant in the same cell.
+func WriteTables(w io.Writer, sums []Summary, baseline string) {
+	base := map[Cell]Summary{}
+	for _, s := range sums {
+		if s.Variant == baseline {
+			base[s.Cell] = s
+		}
+	}
+	ratio := func(v, b float64) string {
+		if b == 0 || v == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", v/b)
+	}
+	num := func(v float64, format string) string {
+		if v == 0 {
+			return "–"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	var unpaced, paced []Summary
+	for _, s := range sums {
+		if s.Cell.Pace > 0 {
+			paced = append(paced, s)
+		} else {
+			unpaced = append(unpaced, s)
+		}
+	}
+	if len(unpaced) > 0 {
+		fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | ×%[1]s | TTFB p99 ms | ×%[1]s | total p50 ms | ×%[1]s | req/s | ×%[1]s | CPU ms/req | ×%[1]s | spread | req (failed) |\n", baseline)
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		for _, s := range unpaced {
+			b := base[s.Cell]
+			fmt.Fprintf(w, "| %s | %s | %.3f | %s | %.3f | %s | %.2f | %s | %.0f | %s | %s | %s | ±%.0f%% | %d (%d) |\n",
+				s.Cell.Name(), s.Variant,
+				s.TTFB50, ratio(s.TTFB50, b.TTFB50), s.TTFB99, ratio(s.TTFB99, b.TTFB99),
+				s.Total50, ratio(s.Total50, b.Total50), s.RPS, ratio(s.RPS, b.RPS),
+				num(s.CPUPerReq, "%.3f"), ratio(s.CPUPerReq, b.CPUPerReq), s.Spread*50, s.Requests, s.Failures)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(paced) > 0 {
+		fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | ×%[1]s | TTFB p99 ms | ×%[1]s | event delay p50 ms | p99 ms | max ms | total p50 ms | CPU ms/req | ×%[1]s | peak RSS MiB | req (failed) |\n", baseline)
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		for _, s := range paced {
+			b := base[s.Cell]
+			fmt.Fprintf(w, "| %s | %s | %.3f | %s | %.3f | %s | %.3f | %.3f | %.3f | %.1f | %s | %s | %s | %d (%d) |\n",
+				s.Cell.Name(), s.Variant,
+				s.TTFB50, ratio(s.TTFB50, b.TTFB50), s.TTFB99, ratio(s.TTFB99, b.TTFB99),
+				s.Event50, s.Event99, s.EventMax, s.Total50,
+				num(s.CPUPerReq, "%.3f"), ratio(s.CPUPerReq, b.CPUPerReq), num(s.PeakRSS, "%.1f"), s.Requests, s.Failures)
+		}
+		fmt.Fprintln(w)
+	}
+}

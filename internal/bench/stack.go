@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/pipeline"
+	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/internal/tracing"
+	"github.com/cctrace/cctrace/metrics"
+)
+
+// Stack is cctrace assembled in this process the way `cctrace serve` assembles it (proxy,
+// pipeline, tracker, and the metrics, turn summary and tracing sinks, tracing recording spans and
+// dropping them), for the in-process short run and the Go benchmarks. The zero value is not
+// usable; call NewStack.
+type Stack struct {
+	// Proxy is the handler to serve.
+	Proxy http.Handler
+
+	pipe    *pipeline.Pipeline
+	tracing *tracing.Sink
+	stop    context.CancelFunc
+	turns   *turnCounter
+}
+
+// NewStack assembles cctrace in front of upstream and starts its pipeline.
+func NewStack(upstream *url.URL) (*Stack, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		return nil, fmt.Errorf("creating metrics: %w", err)
+	}
+	ts, err := tracing.New(tracing.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("creating tracing: %w", err)
+	}
+	s := &Stack{tracing: ts, turns: &turnCounter{}}
+	sinks := instrument.Sinks{m, summary.New(summary.WithOutput(io.Discard)), ts, s.turns}
+	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log))
+	p, err := proxy.New(upstream, s.pipe, proxy.WithLogger(log))
+	if err != nil {
+		_ = ts.Shutdown(context.Background())
+		return nil, fmt.Errorf("creating proxy: %w", err)
+	}
+	s.Proxy = p
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go s.pipe.Run(ctx)
+	return s, nil
+}
+
+// Close stops the pipeline (ending every open span) and the tracing sink.
+func (s *Stack) Close() error {
+	s.stop()
+	<-s.pipe.Done()
+	if err := s.tracing.Shutdown(context.Background()); err != nil {
+		return fmt.Errorf("stopping tracing: %w", err)
+	}
+	return nil
+}
+
+// Outcomes returns how many turns ended, by "outcome/trigger".
+func (s *Stack) Outcomes() map[string]int {
+	s.turns.mu.Lock()
+	defer s.turns.mu.Unlock()
+	return maps.Clone(s.turns.outcomes)
+}
+
+// EndedTurns returns how many turns ended with stop reason end_turn so far.
+func (s *Stack) EndedTurns() int64 { return s.turns.n.Load() }
+
+// turnCounter is a sink that counts turns that ended with end_turn: every benchmark request is
+// one such turn, so the count tells whether the pipeline decoded what it forwarded.
+type turnCounter struct {
+	n        atomic.Int64
+	mu       sync.Mutex
+	outcomes map[string]int
+}
+
+func (c *turnCounter) SpanStarted(*instrument.Span) {}
+
+func (c *turnCounter) SpanEnded(s *instrument.Span) {
+	if s.Turn == nil {
+		return
+	}
+	if s.Turn.Outcome == "end_turn" {
+		c.n.Add(1)
+	}
+	c.mu.Lock()
+	if c.outcomes == nil {
+		c.outcomes = map[string]int{}
+	}
+	c.outcomes[s.Turn.Outcome+"/"+s.Turn.Trigger]++
+	c.mu.Unlock()
+}
+
+func (c *turnCounter) SessionsActive(int) {}

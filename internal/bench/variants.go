@@ -1,0 +1,325 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Variant is one way of reaching the upstream: directly, or through a proxy process.
+// The zero value is not usable; get one from a Start function or Direct.
+type Variant struct {
+	Name string
+	URL  string   // base URL clients send to
+	Proc *Process // the proxy process; nil for direct
+}
+
+// PIDs returns the proxy's process tree, nil for direct.
+func (v *Variant) PIDs() []int {
+	if v.Proc == nil {
+		return nil
+	}
+	return Tree(v.Proc.PID())
+}
+
+// Stop stops the proxy process, if any.
+func (v *Variant) Stop() {
+	if v.Proc != nil {
+		v.Proc.Stop(10 * time.Second)
+	}
+}
+
+// Direct is the upstream itself, with no proxy in between.
+func Direct(up *Upstream) *Variant { return &Variant{Name: "direct", URL: up.URL()} }
+
+// startTimeout bounds how long a proxy or Jaeger may take to answer after starting.
+const startTimeout = 60 * time.Second
+
+// freePort returns a port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitProcess waits until url answers, failing early with the log's tail when p exits.
+func waitProcess(ctx context.Context, p *Process, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- waitHTTP(ctx, url) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("%s did not come up: %w\n%s", p.Name, err, p.LogTail(2000))
+		}
+		return nil
+	case <-p.done:
+		cancel()
+		<-errc
+		return fmt.Errorf("%s exited during start-up: %v\n%s", p.Name, p.err, p.LogTail(2000))
+	}
+}
+
+func startVariant(ctx context.Context, name, dir string, env []string, readyPath string, port int, bin string, args ...string) (*Variant, error) {
+	p, err := StartProcess(name, filepath.Join(dir, name+".log"), env, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	v := &Variant{Name: name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Proc: p}
+	if err := waitProcess(ctx, p, "http://127.0.0.1:"+strconv.Itoa(port)+readyPath); err != nil {
+		p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return v, nil
+}
+
+// StartBare starts self (the cctrace-bench binary) as "bare-proxy": a bare httputil.ReverseProxy
+// in its own process, so that its CPU and memory are read like every other proxy's.
+func StartBare(ctx context.Context, dir, self, upstream string) (*Variant, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return startVariant(ctx, "bare", dir, nil, "/", port, self, "bare-proxy",
+		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
+}
+
+// NewBareProxy returns the bare proxy the comparison is made against: httputil.ReverseProxy with
+// FlushInterval -1 and nothing else, over a transport set up like cctrace's default one (16 idle
+// connections per host, no compression), so that the difference is cctrace's taps and pipeline.
+func NewBareProxy(upstream *url.URL) *httputil.ReverseProxy {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ForceAttemptHTTP2 = true
+	t.MaxIdleConns = 100
+	t.MaxIdleConnsPerHost = 16
+	t.DisableCompression = true
+	return &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
+		Transport:     t,
+		FlushInterval: -1,
+		ErrorLog:      log.New(os.Stderr, "bare: ", 0),
+	}
+}
+
+// ServeBare runs the bare proxy on listen until ctx ends; the "bare-proxy" subcommand.
+func ServeBare(ctx context.Context, listen, upstream string) error {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return fmt.Errorf("parsing upstream: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	srv := &http.Server{Handler: NewBareProxy(u), ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}
+
+// nginxConfig is a non-daemon nginx proxying everything to the upstream without buffering
+// either body, keeping as many idle upstream connections as cctrace does. Arguments: the user
+// line, the prefix directory (four times), listen port, upstream host:port.
+const nginxConfig = `%s
+daemon off;
+master_process on;
+worker_processes auto;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %[2]s/client_body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+    client_max_body_size 0;
+    upstream messages {
+        server %[4]s;
+        keepalive 16;
+    }
+    server {
+        listen 127.0.0.1:%[3]d;
+        location / {
+            proxy_pass http://messages;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $proxy_host;
+            proxy_buffering off;
+            proxy_request_buffering off;
+            proxy_read_timeout 600s;
+        }
+    }
+}
+`
+
+// StartNginx starts nginx (bin) in front of the upstream with nginxConfig.
+func StartNginx(ctx context.Context, dir, bin, upstream string) (*Variant, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("parsing upstream: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	prefix := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(prefix, 0o755); err != nil {
+		return nil, fmt.Errorf("starting nginx: %w", err)
+	}
+	user := ""
+	if os.Geteuid() == 0 {
+		// Workers would otherwise run as nobody and could not open the temp directories.
+		user = "user root;"
+	}
+	conf := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConfig, user, prefix, port, u.Host), 0o644); err != nil {
+		return nil, fmt.Errorf("writing nginx config: %w", err)
+	}
+	return startVariant(ctx, "nginx", dir, nil, "/", port, bin, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
+}
+
+// StartCctrace starts the cctrace binary in front of the upstream as `cctrace serve`, exporting
+// spans over OTLP gRPC to otlpEndpoint (http://127.0.0.1:PORT). Its turn summary lines go to its
+// log file.
+func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint string) (*Variant, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	mport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlpEndpoint,
+		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_SERVICE_NAME=cctrace-bench",
+	}
+	v, err := startVariant(ctx, name, dir, env, "", mport, bin, "serve",
+		"--listen", "127.0.0.1:"+strconv.Itoa(port),
+		"--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport),
+		"--upstream", upstream, "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	v.URL = "http://127.0.0.1:" + strconv.Itoa(port)
+	return v, nil
+}
+
+// jaegerConfig is a Jaeger v2 config with every listener on 127.0.0.1 (the same as
+// internal/e2e/harness uses) and a smaller in-memory store. Arguments: metrics, health HTTP,
+// health gRPC, query HTTP, query gRPC, OTLP gRPC, OTLP HTTP ports.
+const jaegerConfig = `service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    resource:
+      service.name: jaeger
+    metrics:
+      level: basic
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %d
+    logs:
+      level: warn
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:%d
+      status:
+        enabled: true
+        path: /status
+    grpc:
+      endpoint: 127.0.0.1:%d
+      transport: tcp
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 20000
+  jaeger_query:
+    storage:
+      traces: memstore
+    enable_tracing: false
+    http:
+      endpoint: 127.0.0.1:%d
+    grpc:
+      endpoint: 127.0.0.1:%d
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:%d
+      http:
+        endpoint: 127.0.0.1:%d
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`
+
+// Jaeger is a running Jaeger all-in-one. The zero value is not usable; call StartJaeger.
+type Jaeger struct {
+	Proc *Process
+	// OTLP is the plaintext OTLP gRPC endpoint, http://127.0.0.1:PORT.
+	OTLP  string
+	query string
+}
+
+// StartJaeger starts Jaeger v2 (bin) with jaegerConfig and waits for its query API.
+func StartJaeger(ctx context.Context, dir, bin string) (*Jaeger, error) {
+	ports := make([]int, 7)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	conf := filepath.Join(dir, "jaeger.yaml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, jaegerConfig, ports[6], ports[3], ports[5], ports[2], ports[4], ports[0], ports[1]), 0o644); err != nil {
+		return nil, fmt.Errorf("writing jaeger config: %w", err)
+	}
+	p, err := StartProcess("jaeger", filepath.Join(dir, "jaeger.log"), nil, bin, "--config", conf)
+	if err != nil {
+		return nil, err
+	}
+	j := &Jaeger{Proc: p, OTLP: "http://127.0.0.1:" + strconv.Itoa(ports[0]), query: "http://127.0.0.1:" + strconv.Itoa(ports[2])}
+	if err := waitProcess(ctx, p, j.query+"/api/services"); err != nil {
+		p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return j, nil
+}
+
+// Services returns the service names Jaeger has received spans from, as its query API lists
+// them (a check that export really happened).
+func (j *Jaeger) Services(ctx context.Context) (string, error) {
+	return getText(ctx, j.query+"/api/services")
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Reproduces the figures in BENCHMARKS.md: builds cctrace and cctrace-bench, then compares, on
+# this machine and in one interleaved run, direct requests to a fast local upstream, a bare
+# httputil.ReverseProxy, nginx, cctrace exporting to a no-op OTLP receiver and cctrace exporting
+# to Jaeger, and finally runs the Go benchmarks of the hot paths.
+#
+#   bash scripts/bench.sh                  # full run (about 10 minutes on 2 cores)
+#   bash scripts/bench.sh -reps 3          # any cctrace-bench flag is passed on
+#   bash scripts/bench.sh -short           # CI mode: a few seconds, no timing assertions; fails
+#                                          # only when a stream or body is not byte-identical,
+#                                          # a request fails, or no spans were exported
+#
+# Needs nginx (apt-get install -y nginx-light) and Jaeger v2 (CCTRACE_JAEGER_BIN, built by
+# scripts/tools.sh); -short skips whichever is missing. The Markdown report goes to stdout and,
+# in a full run, to $TMPDIR/cctrace-bench-results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/cctrace" ./cmd/cctrace
+go build -o "$bin/cctrace-bench" ./cmd/cctrace-bench
+
+jaeger=${CCTRACE_JAEGER_BIN:-$HOME/.cache/cctrace/jaeger-v1.76.0/jaeger}
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+
+short=0
+for a in "$@"; do
+	case $a in -short | --short | -short=true | --short=true) short=1 ;; esac
+done
+
+if [ "$short" = 1 ]; then
+	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -nginx "$nginx" -jaeger "$jaeger" "$@"
+	exit
+fi
+
+"$bin/cctrace-bench" -cctrace "$bin/cctrace" -nginx "$nginx" -jaeger "$jaeger" -out "${TMPDIR:-/tmp}/cctrace-bench-results.md" "$@"
+echo
+echo "Go benchmarks of the hot paths:"
+go test -run='^$' -bench='ParseBody|StreamDecoder|ProxySSE|Tracker|Stack' -benchmem -count=3 \
+	./internal/wire ./internal/proxy ./instrument ./internal/bench
