@@ -94,6 +94,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, x.requestRead)
 		r.Body = x.reqTap
 	}
+	// A proxy reads the request body while it writes the response. Without full duplex Go's
+	// HTTP/1 server closes the request body when the response headers go out, and a transport
+	// still reading it (its final read after Content-Length bytes, or an upstream that answers
+	// before the whole body arrived) fails and cuts the upstream connection mid-stream. The
+	// request tap already avoids the first case; this covers the rest. HTTP/2 is always full
+	// duplex and answers ErrNotSupported, which is fine.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	tw := newResponseTap(w, x)
 	// ReverseProxy panics with http.ErrAbortHandler when a body copy fails after the headers
 	// went out; the deferred call still reports the exchange, and the panic goes on to the server.
