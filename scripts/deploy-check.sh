@@ -245,21 +245,13 @@ wait_http() {
 	done
 }
 
-# chat SESSION BODY: one streamed Messages API request through cctrace, as Claude Code sends it,
-# retried like Claude Code retries when the stream breaks. A broken stream is logged: cctrace
-# must not cut streams short, and on 2026-11-29 it did for about one in ten requests (the proxy
-# logs "ReverseProxy read error during body copy: … use of closed network connection").
+# chat SESSION BODY: one streamed Messages API request through cctrace, as Claude Code sends it.
+# A broken stream fails the check: cctrace must never cut a stream short.
 chat() {
-	local attempt out
-	for attempt in 1 2 3; do
-		if out=$(chat_once "$@"); then
-			printf '%s' "$out"
-			return 0
-		fi
-		log "warning: request attempt $attempt through cctrace failed (see the curl error above)"
-		echo "$attempt" >>"$WORK/broken-streams"
-	done
-	return 1
+	chat_once "$@" || {
+		log "a request through cctrace failed (see the curl error above)"
+		return 1
+	}
 }
 
 chat_once() {
@@ -437,9 +429,6 @@ live_run() {
 	log "the turn's trace reached Jaeger through the collector"
 	poll 30 "an exemplar's trace in Jaeger" exemplar_trace_in_jaeger || return 1
 	log "an exemplar trace_id of cctrace_cost_usd_total is a trace in Jaeger"
-	if [ -s "$WORK/broken-streams" ]; then
-		log "warning: $(wc -l <"$WORK/broken-streams") request attempts of the session failed through cctrace and were retried"
-	fi
 }
 
 # --- main -------------------------------------------------------------------------------------
