@@ -24,6 +24,7 @@ const (
 	keyTurnToolErrors = attribute.Key("cctrace.turn.tool_errors")
 	keyTurnSubagents  = attribute.Key("cctrace.turn.subagents")
 	keyTurnOutcome    = attribute.Key("cctrace.turn.outcome")
+	keyTurnTrigger    = attribute.Key("cctrace.turn.trigger")
 	keyTurnStopReason = attribute.Key("cctrace.turn.stop_reason")
 	keyTurnModels     = attribute.Key("cctrace.turn.models")
 	keyTurnPrompt     = attribute.Key("cctrace.turn.prompt")
@@ -168,6 +169,7 @@ func (b attributeSet) turn(a *attrs, s *instrument.Span) {
 		keyTurnSubagents.Int(t.Subagents),
 	)
 	a.str(keyTurnOutcome, t.Outcome)
+	a.str(keyTurnTrigger, t.Trigger)
 	a.str(keyTurnStopReason, t.StopReason)
 	if len(t.Models) > 0 {
 		a.add(keyTurnModels.StringSlice(t.Models))

@@ -201,7 +201,7 @@ func turnSteps() []step {
 		}},
 		{span: root, finish: func(s *instrument.Span) {
 			s.End, s.Status = at(6000), instrument.StatusOK
-			s.Turn.Outcome, s.Turn.StopReason = "end_turn", "end_turn"
+			s.Turn.Outcome, s.Turn.StopReason, s.Turn.Trigger = "end_turn", "end_turn", "prompt"
 			s.Turn.Requests, s.Turn.Retries, s.Turn.ToolCalls, s.Turn.Subagents = 4, 1, 1, 1
 			s.Turn.Usage = wire.Usage{InputTokens: 916, OutputTokens: 470, CacheReadInputTokens: 30000, CacheCreationInputTokens: 1500}
 			s.Turn.Models = []string{"claude-opus-4-6", "claude-haiku-4-5"}
@@ -281,6 +281,7 @@ func TestSinkSpans(t *testing.T) {
 				"cctrace.turn.tool_errors":                 attribute.IntValue(0),
 				"cctrace.turn.subagents":                   attribute.IntValue(1),
 				"cctrace.turn.outcome":                     attribute.StringValue("end_turn"),
+				"cctrace.turn.trigger":                     attribute.StringValue("prompt"),
 				"cctrace.turn.stop_reason":                 attribute.StringValue("end_turn"),
 				"cctrace.turn.models":                      attribute.StringSliceValue([]string{"claude-opus-4-6", "claude-haiku-4-5"}),
 				"cctrace.turn.plan_mode":                   attribute.BoolValue(true),
