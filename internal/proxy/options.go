@@ -13,11 +13,18 @@ import (
 // memory.
 const DefaultParseLimit int64 = 32 << 20
 
+// DefaultMaxRequestBody is the largest request body the proxy forwards unless
+// WithMaxRequestBody says otherwise. The Messages API itself refuses requests over 32 MB, so no
+// request the upstream would accept comes near it; it only stops a runaway client from streaming
+// without end through cctrace.
+const DefaultMaxRequestBody int64 = 256 << 20
+
 // config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
 type config struct {
 	transport  http.RoundTripper
 	logger     *slog.Logger
 	parseLimit int64
+	maxBody    int64 // 0: no limit
 	now        func() time.Time
 }
 
@@ -27,6 +34,7 @@ type Option func(*config)
 func newConfig(opts []Option) config {
 	c := config{
 		parseLimit: DefaultParseLimit,
+		maxBody:    DefaultMaxRequestBody,
 	}
 	for _, opt := range opts {
 		opt(&c)
@@ -70,6 +78,16 @@ func WithLogger(l *slog.Logger) Option {
 // DefaultParseLimit (32 MiB).
 func WithParseLimit(n int64) Option {
 	return func(c *config) { c.parseLimit = n }
+}
+
+// WithMaxRequestBody sets the largest request body, in bytes, that the proxy forwards. A request
+// whose Content-Length is larger is answered 413 with an Anthropic-style request_too_large error
+// and never reaches the upstream; a body without a declared length is cut off once it passes n,
+// and the client gets the same 413 if no response has begun. Either way the exchange is still
+// reported to the Observer. Zero or a negative n means no limit. The default is
+// DefaultMaxRequestBody (256 MiB).
+func WithMaxRequestBody(n int64) Option {
+	return func(c *config) { c.maxBody = max(n, 0) }
 }
 
 // WithClock sets the clock that stamps request, header, chunk and end times. The default, and

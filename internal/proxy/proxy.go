@@ -73,6 +73,16 @@ func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
 // to the Observer: RequestRead once the request body has been read (or the response began), then
 // ResponseDone before it returns, whatever happened.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Close (and so drain) the client's body before returning, not after. With full duplex on,
+	// the HTTP/1 server otherwise drains it itself after the handler, hits its end, starts a
+	// background read of the connection that nothing stops, and panics ("invalid concurrent
+	// Body.Read call") on the next request of a kept-alive connection, or in the transport still
+	// reading the body, which takes the whole process down (golang/go#68560). Any answer that
+	// leaves the body unread triggers it: an unreachable upstream, an upstream answering early,
+	// a 413.
+	if r.Body != nil {
+		defer r.Body.Close()
+	}
 	x := &exchange{
 		p: p,
 		req: &wire.Request{
@@ -88,10 +98,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x.resp.ExchangeID = x.req.ExchangeID
 
+	if r.Method == http.MethodConnect {
+		// cctrace forwards to its one upstream and is nobody's forward proxy: there is nothing
+		// to tunnel to. Not an API exchange, so the Observer does not hear of it.
+		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "cctrace: CONNECT is not supported: cctrace is a reverse proxy for "+p.upstream.Redacted())
+		return
+	}
+	if max := p.cfg.maxBody; max > 0 && r.ContentLength > max {
+		p.rejectTooLarge(w, r, x, fmt.Sprintf("request body of %d bytes", r.ContentLength))
+		x.resp.End = p.cfg.now()
+		p.obs.ResponseDone(&x.resp, nil)
+		return
+	}
+
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
 	// ReverseProxy sends no body when ContentLength is 0, so there is nothing to tap then.
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, x.requestRead)
+		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, p.cfg.maxBody, x.requestRead)
 		r.Body = x.reqTap
 	}
 	// A proxy reads the request body while it writes the response. Without full duplex Go's
@@ -106,6 +129,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// went out; the deferred call still reports the exchange, and the panic goes on to the server.
 	defer x.responseDone(r.Context(), tw)
 	p.rp.ServeHTTP(tw, r)
+}
+
+// rejectTooLarge answers a request whose body is over the maximum request size with the 413 the
+// Messages API gives in that case, and reports the exchange as such. what describes the body.
+func (p *Proxy) rejectTooLarge(w http.ResponseWriter, r *http.Request, x *exchange, what string) {
+	msg := fmt.Sprintf("cctrace: %s is over the limit of %d bytes (--max-request-body)", what, p.cfg.maxBody)
+	p.cfg.logger.Warn("request body too large: not forwarded",
+		"exchange", x.req.ExchangeID, "method", r.Method, "path", r.URL.Path, "content_length", r.ContentLength, "limit", p.cfg.maxBody)
+	if x.reqTap == nil {
+		x.req.ParseError = msg
+	}
+	x.requestRead()
+	x.tooLarge = true
+	n := writeAPIError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
+	x.resp.Status = http.StatusRequestEntityTooLarge
+	x.resp.HeaderTime = p.cfg.now()
+	x.resp.ContentType = "application/json"
+	x.resp.BodySize = int64(n)
+	x.resp.ErrorType = "request_too_large"
+	x.resp.ErrorMessage = msg
 }
 
 // rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
@@ -146,6 +189,19 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 // JSON error, unless something was already written to it.
 func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeFrom(r.Context())
+	if x != nil && x.reqTap != nil && x.reqTap.overLimit() {
+		// The body passed the size limit while it was being sent: the upstream request was
+		// dropped on purpose.
+		if tw, ok := w.(*responseTap); ok {
+			if tw.wroteHeader {
+				return
+			}
+			tw.wroteHeader = true
+			w = tw.ResponseWriter
+		}
+		p.rejectTooLarge(w, r, x, "request body")
+		return
+	}
 	if x != nil {
 		x.transportErr = err
 		if x.reqTap != nil && r.Context().Err() == nil {
@@ -174,17 +230,20 @@ func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
 		tw.wroteHeader = true
 		w = tw.ResponseWriter
 	}
+	writeAPIError(w, http.StatusBadGateway, "proxy_error", "cctrace: upstream unreachable: "+err.Error())
+}
+
+// writeAPIError answers with an Anthropic-style JSON error and returns the body's length.
+func writeAPIError(w http.ResponseWriter, status int, errType, msg string) int {
 	body, _ := json.Marshal(proxyError{
-		Type: "error",
-		Error: proxyErrorDetail{
-			Type:    "proxy_error",
-			Message: "cctrace: upstream unreachable: " + err.Error(),
-		},
+		Type:  "error",
+		Error: proxyErrorDetail{Type: errType, Message: msg},
 	})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusBadGateway)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
+	return len(body)
 }
 
 // proxyError is the body of the proxy's own 502, shaped like an Anthropic API error so that
@@ -222,6 +281,7 @@ type exchange struct {
 	decoder      *wire.StreamDecoder // event streams without Content-Encoding
 	respCopy     *boundedCopy        // every other body
 	transportErr error               // the round trip failed
+	tooLarge     bool                // answered 413 by the proxy itself: resp is filled already
 	readErr      error               // reading the upstream body failed
 }
 
@@ -242,6 +302,10 @@ func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
 	x.requestRead()
 	resp := &x.resp
 	resp.End = x.p.cfg.now()
+	if x.tooLarge {
+		x.p.obs.ResponseDone(resp, nil)
+		return
+	}
 	resp.BodySize = tw.written
 	switch {
 	case ctx.Err() != nil:

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 )
 
@@ -16,6 +17,7 @@ import (
 type requestTap struct {
 	rc            io.ReadCloser
 	contentLength int64 // -1 when unknown
+	maxBody       int64 // 0: no limit
 	onEnd         func()
 
 	readMu sync.Mutex
@@ -25,13 +27,15 @@ type requestTap struct {
 	total    int64        // bytes read from the client's body
 	eof      bool
 	err      error
+	tooLarge bool // the body went past maxBody
 	finished bool
 }
 
-func newRequestTap(rc io.ReadCloser, contentLength, limit int64, onEnd func()) *requestTap {
+func newRequestTap(rc io.ReadCloser, contentLength, limit, maxBody int64, onEnd func()) *requestTap {
 	return &requestTap{
 		rc:            rc,
 		contentLength: contentLength,
+		maxBody:       maxBody,
 		onEnd:         onEnd,
 		copy:          newBoundedCopy(limit, contentLength),
 	}
@@ -48,14 +52,28 @@ func newRequestTap(rc io.ReadCloser, contentLength, limit int64, onEnd func()) *
 func (t *requestTap) Read(p []byte) (int, error) {
 	t.readMu.Lock()
 	t.mu.Lock()
-	ended := t.ended()
+	ended, failed := t.ended(), t.err
 	t.mu.Unlock()
 	if ended {
 		t.readMu.Unlock()
 		return 0, io.EOF
 	}
+	if failed != nil {
+		// A body that failed (or went past the size limit) stays failed: reading the client's
+		// connection again could race with the server, which owns it again once the handler
+		// has returned.
+		t.readMu.Unlock()
+		return 0, failed
+	}
 	n, err := t.rc.Read(p)
 	t.mu.Lock()
+	if t.maxBody > 0 && t.total+int64(n) > t.maxBody {
+		// Forward nothing past the limit: the transport sees the error and drops the upstream
+		// request, and the proxy answers 413.
+		n = int(max(t.maxBody-t.total, 0))
+		err = &http.MaxBytesError{Limit: t.maxBody}
+		t.tooLarge = true
+	}
 	t.total += int64(n)
 	if !t.finished {
 		t.copy.add(p[:n])
@@ -75,6 +93,13 @@ func (t *requestTap) Read(p []byte) (int, error) {
 		t.onEnd()
 	}
 	return n, err
+}
+
+// overLimit reports whether the body went past the proxy's maximum request size.
+func (t *requestTap) overLimit() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tooLarge
 }
 
 // ended reports whether the client's body is known to be over. mu must be held.
