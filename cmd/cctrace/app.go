@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,9 @@ import (
 	"github.com/cctrace/cctrace/metrics"
 )
 
+// maxHeaderBytes bounds a request's header block on the proxy listener.
+const maxHeaderBytes = 1 << 20
+
 // app is one running cctrace: the proxy and metrics listeners, the pipeline and the sinks.
 type app struct {
 	opts    options
@@ -35,6 +39,7 @@ type app struct {
 	tracing *tracing.Sink // nil when no OTLP endpoint is configured
 
 	proxyLn, metricsLn   net.Listener
+	proxyScheme          string // "https" with --tls-cert
 	proxySrv, metricsSrv *http.Server
 	pipe                 *pipeline.Pipeline
 	stopPipe             context.CancelFunc
@@ -44,7 +49,7 @@ type app struct {
 
 // start builds everything and starts serving. On error nothing is left running.
 func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*app, error) {
-	a := &app{opts: o, log: log, out: out}
+	a := &app{opts: o, log: log, out: out, proxyScheme: "http"}
 	upstream, err := url.Parse(o.upstream)
 	if err != nil {
 		return nil, fmt.Errorf("parsing --upstream: %w", err)
@@ -93,12 +98,21 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
 	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log))
-	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit))
+	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)
 	}
 
+	var tlsConfig *tls.Config
+	if o.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			a.closeTracing()
+			return nil, fmt.Errorf("loading --tls-cert and --tls-key: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	if a.proxyLn, err = listen("--listen", o.listen); err != nil {
 		a.closeTracing()
 		return nil, err
@@ -118,13 +132,27 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	mux.Handle("/api/turns", a.store)
 	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log)))
 
-	a.proxySrv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	a.proxySrv = &http.Server{
+		Handler: p,
+		// Bounds for what a client can make cctrace hold: headers must arrive within 30 s and
+		// fit in 1 MiB (larger ones get 431; Claude Code's are a few KiB), and a kept-alive
+		// connection idle for 10 minutes is closed. No read or write timeout: a stream may
+		// rightly last many minutes.
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       10 * time.Minute,
+		TLSConfig:         tlsConfig,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopPipe = cancel
 	a.wg.Add(3)
 	go func() { defer a.wg.Done(); a.pipe.Run(pctx) }()
+	if tlsConfig != nil {
+		a.proxyScheme = "https"
+	}
 	go a.serve(a.proxySrv, a.proxyLn)
 	go a.serve(a.metricsSrv, a.metricsLn)
 	if a.tracing == nil {
@@ -136,13 +164,20 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 
 func (a *app) serve(srv *http.Server, ln net.Listener) {
 	defer a.wg.Done()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if srv.TLSConfig != nil {
+		// ServeTLS takes the certificate from TLSConfig and offers HTTP/2 as well.
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		a.log.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
 	}
 }
 
 // proxyURL is the base URL Claude Code should use.
-func (a *app) proxyURL() string { return "http://" + a.proxyLn.Addr().String() }
+func (a *app) proxyURL() string { return a.proxyScheme + "://" + a.proxyLn.Addr().String() }
 
 // metricsURL is the base URL of the metrics listener.
 func (a *app) metricsURL() string { return "http://" + a.metricsLn.Addr().String() }

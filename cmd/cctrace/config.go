@@ -34,6 +34,9 @@ type options struct {
 	sessionTimeout time.Duration
 	maxSessions    int
 	parseLimit     int64
+	maxRequestBody int64
+	tlsCert        string
+	tlsKey         string
 	uiURL          string
 }
 
@@ -54,6 +57,9 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.DurationVar(&o.sessionTimeout, "session-idle-timeout", 2*time.Hour, "forget a session after this long without a request")
 	fs.IntVar(&o.maxSessions, "max-sessions", 10000, "sessions held at once; the least recently seen is evicted beyond it")
 	fs.Int64Var(&o.parseLimit, "parse-limit", 32<<20, "largest body (bytes) decoded for tracing; larger ones are forwarded, not decoded")
+	fs.Int64Var(&o.maxRequestBody, "max-request-body", 256<<20, "largest request body (bytes) forwarded; a larger one is answered 413 (0: no limit)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the proxy over HTTPS with this PEM certificate (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
 	return fs
 }
@@ -86,6 +92,12 @@ func (o *options) validate() error {
 	}
 	if o.parseLimit < 0 {
 		return errors.New("invalid --parse-limit: must not be negative")
+	}
+	if o.maxRequestBody < 0 {
+		return errors.New("invalid --max-request-body: must not be negative (0 means no limit)")
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("invalid TLS settings: give both --tls-cert and --tls-key, or neither")
 	}
 	for name, d := range map[string]time.Duration{"--shutdown-grace": o.shutdownGrace, "--turn-idle-timeout": o.toolTimeout, "--session-idle-timeout": o.sessionTimeout} {
 		if d <= 0 {

@@ -20,10 +20,19 @@ var patterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)(?:api[_-]?key|secret|password|passwd|token)\s*[=:]\s*["']?[^\s"']{8,}["']?`),
 }
 
-// Scrub returns s with every credential it recognises replaced by "[REDACTED]".
+// cutTail matches the start of a credential at the very end of the text. Previews are cut at a
+// fixed length before they are scrubbed, and a key cut short no longer matches its full pattern
+// (an AIza key needs 35 characters after its prefix), yet its first part is still secret.
+var cutTail = regexp.MustCompile(`(?:\b(?:sk-|AKIA|ASIA|AIza|gh[pousr]_|github_pat_|xox[abposr]-)[A-Za-z0-9_\-/+=]*` +
+	`|(?i:\bbearer\s+[A-Za-z0-9\-._~+/]*=*)` +
+	`|(?i:(?:api[_-]?key|secret|password|passwd|token|aws_secret_access_key)\s*[=:]\s*["']?[^\s"']*)` +
+	`|"private_key"\s*:\s*"[^"]*)$`)
+
+// Scrub returns s with every credential it recognises replaced by "[REDACTED]", including the
+// beginning of one that s ends in the middle of.
 func Scrub(s string) string {
 	for _, p := range patterns {
 		s = p.ReplaceAllString(s, "[REDACTED]")
 	}
-	return s
+	return cutTail.ReplaceAllString(s, "[REDACTED]")
 }

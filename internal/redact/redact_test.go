@@ -32,6 +32,20 @@ func TestScrub(t *testing.T) {
 			}
 		})
 	}
+	for _, prefix := range []string{"sk-ant-api03-abcdefghij", "AKIAIOSF", "AIzaSyA-12345", "ghp_0123", "Bearer eyJhbGci", "password=hunt", `"private_key": "-----BEGIN`, "xoxb-1234"} {
+		t.Run("cut "+prefix, func(t *testing.T) {
+			// A preview cut in the middle of a key: the part that is there is still secret.
+			in := "text before " + prefix
+			if got := Scrub(in); strings.Contains(got, prefix[len(prefix)-4:]) {
+				t.Fatalf("Scrub(%q) = %q", in, got)
+			}
+		})
+	}
+	for _, ordinary := range []string{"ls -la /tmp && go test ./...", "run the task-", "a token", "desk-"} {
+		if got := Scrub(ordinary); got != ordinary {
+			t.Errorf("ordinary text %q changed: %q", ordinary, got)
+		}
+	}
 	if got := Scrub("ls -la /tmp && go test ./..."); got != "ls -la /tmp && go test ./..." {
 		t.Fatalf("ordinary text changed: %q", got)
 	}
