@@ -25,6 +25,9 @@ type session struct {
 	orphans []*exchange
 	// planMode is whether the last main-chain request carried Plan Mode reminders.
 	planMode bool
+	// evicted is set once the tracker has dropped the session; requests still in flight keep
+	// a pointer to it.
+	evicted bool
 }
 
 // chain is one agent's conversation within a session: the main agent's, or a subagent's.

@@ -111,6 +111,14 @@ func (t *Tracker) Response(resp *wire.Response) {
 	span.End = endTime(resp, span.Start)
 	failed := setChatStatus(span, resp)
 	msg := resp.Message
+	if ex.sess.evicted {
+		// The session was evicted while this request was in flight: its turn and tools have
+		// ended, and tool calls opened now would belong to nothing and never end.
+		if !ex.orphan {
+			t.sink.SpanEnded(span)
+		}
+		return
+	}
 	if ex.sess.lastSeen.Before(span.End) {
 		ex.sess.lastSeen = span.End
 	}
@@ -850,6 +858,7 @@ func (t *Tracker) evict(sess *session, now time.Time, outcome string) {
 			t.sink.SpanEnded(sub.span)
 		}
 	}
+	sess.evicted = true
 	delete(t.sessions, sess.id)
 }
 
