@@ -15,8 +15,9 @@ import (
 )
 
 // Pipeline is a proxy.Observer that feeds a tracker from one goroutine. Observer calls never
-// block: events queue in memory, and when the queued bodies exceed the byte budget new bodies are
-// dropped (the exchange is still tracked, as undecodable). The zero value is not usable; call New.
+// block: events queue in memory, and when the bodies waiting to be decoded would exceed the byte
+// budget new bodies are dropped (the exchange is still tracked, as undecodable). The zero value is
+// not usable; call New.
 type Pipeline struct {
 	tracker *instrument.Tracker
 	log     *slog.Logger
@@ -29,7 +30,7 @@ type Pipeline struct {
 
 	mu      sync.Mutex
 	queue   []event
-	queued  int // body bytes in queue
+	queued  int // body bytes pushed and not yet decoded
 	dropped int // bodies dropped since the last warning
 	wake    chan struct{}
 	done    chan struct{}
@@ -55,7 +56,15 @@ func WithClock(now func() time.Time) Option { return func(p *Pipeline) { p.now =
 // WithTickInterval sets how often the tracker's timeouts are checked. Default 1 second.
 func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tick = d } }
 
-// WithQueueBudget bounds the body bytes waiting to be decoded. Default 256 MiB.
+// DefaultQueueBudget is the default of WithQueueBudget. Decoding keeps up with hundreds of MB/s
+// of request bodies, so the queue only fills when bodies arrive faster than that for a while;
+// then a small budget is what keeps cctrace's memory bounded (issue 6: RSS at most 64 MB plus
+// 64 KB per stream), at the price of some exchanges tracked without their bodies decoded.
+const DefaultQueueBudget = 16 << 20
+
+// WithQueueBudget bounds the body bytes pushed and not yet decoded. A body is always accepted
+// when nothing else is waiting, however large, so that one big request is still decoded.
+// Default DefaultQueueBudget (16 MiB).
 func WithQueueBudget(n int) Option { return func(p *Pipeline) { p.budget = n } }
 
 // New returns a pipeline feeding tr. Call Run to start it.
@@ -65,7 +74,7 @@ func New(tr *instrument.Tracker, opts ...Option) *Pipeline {
 		log:       slog.Default(),
 		now:       time.Now,
 		tick:      time.Second,
-		budget:    256 << 20,
+		budget:    DefaultQueueBudget,
 		endpoints: make(map[uint64]wire.Endpoint),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
@@ -88,7 +97,7 @@ func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
 
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
-	if p.queued+len(ev.body) > p.budget {
+	if p.queued > 0 && p.queued+len(ev.body) > p.budget {
 		ev.body = nil
 		p.dropped++
 		if ev.req != nil && ev.req.ParseError == "" {
@@ -140,7 +149,6 @@ func (p *Pipeline) drain() {
 		p.mu.Lock()
 		batch := p.queue
 		p.queue = nil
-		p.queued = 0
 		dropped := p.dropped
 		p.dropped = 0
 		p.mu.Unlock()
@@ -151,8 +159,16 @@ func (p *Pipeline) drain() {
 			return
 		}
 		for i := range batch {
+			n := len(batch[i].body)
 			p.handle(batch[i])
 			batch[i] = event{}
+			if n > 0 {
+				// Bodies count against the budget until decoded, not only while queued: a
+				// batch being decoded holds them too.
+				p.mu.Lock()
+				p.queued -= n
+				p.mu.Unlock()
+			}
 		}
 	}
 }
