@@ -1,0 +1,1 @@
+$ claude -p Print a marker with a shell command. --allowedTools Bash,Read
