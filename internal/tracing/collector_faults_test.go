@@ -1,0 +1,161 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+)
+
+// countingCollector is an OTLP gRPC receiver that counts spans, optionally taking delay per
+// export.
+type countingCollector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	delay time.Duration
+
+	mu    sync.Mutex
+	spans int
+}
+
+func (c *countingCollector) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if c.delay > 0 {
+		select {
+		case <-time.After(c.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	n := 0
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			n += len(ss.Spans)
+		}
+	}
+	c.mu.Lock()
+	c.spans += n
+	c.mu.Unlock()
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (c *countingCollector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.spans
+}
+
+// serveCollector serves c on addr ("127.0.0.1:0" for any port) and returns the address and a
+// stop function.
+func serveCollector(t *testing.T, addr string, c *countingCollector) (string, func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening: %v", err)
+	}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, c)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { srv.Stop(); <-done }) }
+	t.Cleanup(stop)
+	return lis.Addr().String(), stop
+}
+
+// sendTurns hands n turns (7 spans each) to the sink and returns how long the calls took.
+func sendTurns(sink *Sink, from, n int) time.Duration {
+	begin := time.Now()
+	for i := from; i < from+n; i++ {
+		for _, st := range turnSteps() {
+			st.span.TraceID[0], st.span.TraceID[1], st.span.TraceID[2] = byte(i), byte(i>>8), byte(i>>16)
+			if st.started {
+				sink.SpanStarted(st.span)
+				continue
+			}
+			st.finish(st.span)
+			sink.SpanEnded(st.span)
+		}
+	}
+	return time.Since(begin)
+}
+
+// TestCollectorDiesMidRun stops the collector while cctrace exports and brings it back on the
+// same address: the sink never blocks while it is gone, and spans flow again once it is back.
+func TestCollectorDiesMidRun(t *testing.T) {
+	c := &countingCollector{}
+	addr, stop := serveCollector(t, "127.0.0.1:0", c)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1000")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	var logs logBuffer
+	sink, err := New(WithExporterFromEnv(context.Background()), WithLogger(logs.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sendTurns(sink, 0, 10)
+	waitFor(t, 10*time.Second, "the first spans", func() bool { return c.count() == 70 })
+
+	stop()
+	if d := sendTurns(sink, 10, 200); d > 2*time.Second {
+		t.Errorf("1400 spans took %v while the collector was down", d)
+	}
+	waitFor(t, 10*time.Second, "a failed export", func() bool { return sink.errors.count() >= 1 })
+
+	back := &countingCollector{}
+	serveCollector(t, addr, back)
+	// gRPC reconnects with backoff; keep sending until spans arrive again.
+	for i := 0; back.count() == 0; i++ {
+		if i > 300 {
+			t.Fatal("no span reached the collector after it came back")
+		}
+		sendTurns(sink, 1000+i, 1)
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sink.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown after the collector came back: %v", err)
+	}
+	waitFor(t, 15*time.Second, "the exporter's goroutines to end", func() bool {
+		return !goroutinesIn("otlptracegrpc", "batchSpanProcessor")
+	})
+}
+
+// TestSlowCollector checks that a collector taking seconds per export blocks neither the tracker
+// nor shutdown beyond its deadline.
+func TestSlowCollector(t *testing.T) {
+	c := &countingCollector{delay: 3 * time.Second}
+	addr, _ := serveCollector(t, "127.0.0.1:0", c)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1000")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100")
+	var logs logBuffer
+	sink, err := New(WithExporterFromEnv(context.Background()), WithLogger(logs.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sendTurns(sink, 0, 1000); d > 3*time.Second {
+		t.Errorf("7000 spans took %v with a slow collector", d)
+	}
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	begin := time.Now()
+	err = sink.Shutdown(ctx)
+	if d := time.Since(begin); d > deadline+time.Second {
+		t.Errorf("Shutdown took %v, deadline %v", d, deadline)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown error = %v, want a deadline exceeded", err)
+	}
+	waitFor(t, 15*time.Second, "the abandoned exports to end", func() bool {
+		return !goroutinesIn("otlptracegrpc", "batchSpanProcessor")
+	})
+}
