@@ -183,11 +183,11 @@ type Turn struct {
 	Requests   int // API request attempts, subagents' included
 	Retries    int
 	ToolCalls  int
-	ToolErrors int
+	ToolErrors int // tool results with is_error set (not interrupted or abandoned calls)
 	Subagents  int
 	// ToolCounts counts tool calls by tool name (subagents' included).
 	ToolCounts map[string]int
-	// ToolFailures counts failed tool calls by tool name.
+	// ToolFailures counts tool results with is_error set, by tool name.
 	ToolFailures map[string]int
 	// Usage totals every request of the turn, subagents' included.
 	Usage wire.Usage

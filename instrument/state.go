@@ -10,6 +10,7 @@ import (
 // the tool calls and subagents in flight, never to the conversation's history.
 type session struct {
 	id       string
+	agent    string // the main agent's name: "claude-code", or "api-client" for other clients
 	lastSeen time.Time
 	turns    int   // turns started so far (for Turn.Index)
 	turn     *turn // the open turn of the main chain, if any

@@ -22,7 +22,10 @@ const (
 	interruptMarker    = "[Request interrupted by user"
 	asyncAgentMarker   = "Async agent launched"
 	mainAgentName      = "claude-code"
-	defaultSubagent    = "general-purpose"
+	// otherClientName names the main agent of sessions that show no sign of Claude Code (other
+	// Messages API clients): their turns are traced the same way.
+	otherClientName = "api-client"
+	defaultSubagent = "general-purpose"
 )
 
 // Tracker turns a stream of exchanges into turns and spans. It is not safe for concurrent use:
@@ -65,7 +68,7 @@ func (t *Tracker) Request(req *wire.Request) {
 		Name:      chatName(req),
 		Start:     now,
 		SessionID: sess.id,
-		Agent:     mainAgentName,
+		Agent:     sess.agent,
 		Link:      parseTraceparent(req.Headers.Traceparent),
 		Chat:      chat,
 	}
@@ -215,8 +218,13 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 	}
 	s := &session{
 		id:     id,
+		agent:  otherClientName,
 		agents: make(map[string]*chain),
 		tools:  make(map[string]*openTool),
+	}
+	if req.Headers.SessionID != "" || strings.HasPrefix(req.Headers.UserAgent, "claude-cli/") ||
+		(req.Body != nil && req.Body.System.BillingHeader != "") {
+		s.agent = mainAgentName
 	}
 	t.sessions[id] = s
 	return s
@@ -278,7 +286,10 @@ func (t *Tracker) startConversational(ex *exchange) {
 	}
 	ex.chain = ch
 	last := lastConversational(body)
-	interrupted := t.closeTools(sess, body, req.Time)
+	interrupted, matched := t.closeTools(sess, body, req.Time)
+	// A human prompt starts a turn, unless the same message answers tool calls of the open turn
+	// (text the user queued while tools ran); an interruption always ends the open one.
+	newPrompt := interrupted || (last != nil && last.Role == wire.RoleUser && last.HumanText && !matched)
 
 	retry := ch.seen && body.HistoryHash == ch.lastHash && (ch.failed || req.Headers.RetryCount > 0)
 	if retry {
@@ -306,13 +317,15 @@ func (t *Tracker) startConversational(ex *exchange) {
 		case retry && tr != nil:
 		case compaction != nil && compaction.midTurn && tr != nil:
 			// An automatic compaction: the turn goes on with the summarised history.
-		case tr != nil && !tr.compactionOnly && !interrupted && !startsTurn(last, sess):
+		case tr != nil && !tr.compactionOnly && !newPrompt:
 		default:
 			tr = t.startTurn(sess, req.Time, ex)
 			switch {
 			case body.TaskNotification:
 				tr.span.Turn.Trigger = "task_notification"
-			case !interrupted && !startsTurn(last, sess) && compaction == nil:
+			case newPrompt:
+				chat.Kind = RequestTurn
+			case compaction == nil:
 				tr.span.Turn.Trigger = "continuation"
 			}
 		}
@@ -336,20 +349,6 @@ func (t *Tracker) startConversational(ex *exchange) {
 	}
 	ch.seen, ch.lastHash, ch.lastKind, ch.attempt = true, body.HistoryHash, chat.Kind, chat.Attempt
 	ch.messages = len(body.Messages)
-}
-
-// startsTurn reports whether a main-chain request begins a new turn: its last message is a
-// human prompt, not tool results for calls the tracker is waiting on.
-func startsTurn(last *wire.Message, sess *session) bool {
-	if last == nil || last.Role != wire.RoleUser || !last.HumanText {
-		return false
-	}
-	for _, r := range last.ToolResults {
-		if _, waiting := sess.tools[r.ToolUseID]; waiting {
-			return false
-		}
-	}
-	return true
 }
 
 // compactionFor recognises the first request after a compaction: its first human text is the
@@ -490,11 +489,11 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		TraceID:   t.traceID(),
 		ID:        t.spanID(),
 		Kind:      KindTurn,
-		Name:      "invoke_agent " + mainAgentName,
+		Name:      "invoke_agent " + sess.agent,
 		Start:     start,
 		SessionID: sess.id,
 		TurnIndex: sess.turns,
-		Agent:     mainAgentName,
+		Agent:     sess.agent,
 		Link:      ex.span.Link,
 		Turn: &Turn{
 			Index:        sess.turns,
@@ -677,18 +676,21 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 // closeTools ends the tool spans whose results the request's trailing user messages (those after
 // the last assistant message) carry. Results for ids the tracker is not waiting on (resent
 // history, unknown ids) are ignored. It reports whether those messages say the user interrupted
-// the turn.
-func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (interrupted bool) {
+// the turn, and whether any result answered a call the tracker was waiting on.
+func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (interrupted, matched bool) {
 	from := len(body.Messages)
 	for from > 0 && body.Messages[from-1].Role != wire.RoleAssistant {
 		from--
 	}
-	for _, m := range body.Messages[from:] {
+	trailing := body.Messages[from:]
+	for _, m := range trailing {
+		if m.Role == wire.RoleUser && strings.Contains(m.Text, interruptMarker) {
+			interrupted = true
+		}
+	}
+	for _, m := range trailing {
 		if m.Role != wire.RoleUser {
 			continue
-		}
-		if strings.Contains(m.Text, interruptMarker) {
-			interrupted = true
 		}
 		for i := range m.ToolResults {
 			r := &m.ToolResults[i]
@@ -696,8 +698,13 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 			if tool == nil {
 				continue
 			}
+			matched = true
 			outcome := "success"
-			if r.IsError {
+			switch {
+			case r.IsError && interrupted:
+				// Claude Code rejects the call it was running when the user interrupted.
+				outcome = "interrupted"
+			case r.IsError:
 				outcome = "error"
 			}
 			if tool.span.Tool.Agent != nil && strings.Contains(r.Preview, asyncAgentMarker) {
@@ -710,7 +717,7 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 			t.endTool(sess, r.ToolUseID, tool, now, outcome, r)
 		}
 	}
-	return interrupted
+	return interrupted, matched
 }
 
 func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Time, outcome string, r *wire.ToolResult) {
@@ -732,10 +739,10 @@ func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Tim
 		if outcome == "error" {
 			span.ErrorType = "tool_error"
 			span.StatusMessage = "the tool result has is_error set"
-		}
-		if tr := tool.turn; tr != nil && !tr.ended {
-			tr.span.Turn.ToolErrors++
-			tr.span.Turn.ToolFailures[span.Tool.Name]++
+			if tr := tool.turn; tr != nil && !tr.ended {
+				tr.span.Turn.ToolErrors++
+				tr.span.Turn.ToolFailures[span.Tool.Name]++
+			}
 		}
 	}
 	t.sink.SpanEnded(span)

@@ -252,11 +252,29 @@ func TestInterruptedTurn(t *testing.T) {
 	id = c.send(p, assistant("toolu_1"), results("!toolu_1"), user("[Request interrupted by user for tool use]"), user("stop, just fix the typo"))
 	c.reply(id, "end_turn", usage(1, 1, 0, 0))
 	c.check(`
-invoke_agent claude-code [turn=1 outcome=interrupted req=1 tools=1 tool_errors=1 in=1 out=1]
+invoke_agent claude-code [turn=1 outcome=interrupted req=1 tools=1 in=1 out=1]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
-  execute_tool Edit [outcome=error ERROR:tool_error]
+  execute_tool Edit [outcome=interrupted ERROR:interrupted]
 invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=1 out=1]
   chat claude-sonnet-4-6 [kind=turn stop=end_turn]
+`)
+}
+
+func TestQueuedTextWithToolResultsContinuesTurn(t *testing.T) {
+	// Text the user typed while tools ran travels with the tool results: still the same turn.
+	c := newConvo(t)
+	p := user("go")
+	id := c.send(p)
+	c.reply(id, "tool_use", usage(1, 1, 0, 0), tool("toolu_1", "Bash"))
+	queued := results("toolu_1")
+	queued.Blocks[wire.BlockText], queued.HumanText, queued.Text = 1, true, "also check the README"
+	id = c.send(p, assistant("toolu_1"), queued)
+	c.reply(id, "end_turn", usage(1, 1, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=end_turn req=2 tools=1 in=2 out=2]
+  chat claude-sonnet-4-6 [kind=turn stop=tool_use]
+  execute_tool Bash [outcome=success]
+  chat claude-sonnet-4-6 [kind=tool_results stop=end_turn]
 `)
 }
 
@@ -391,9 +409,9 @@ func TestNonClaudeCodeClient(t *testing.T) {
 	c.tick(time.Minute)
 	c.tr.Tick(c.now)
 	c.check(`
-invoke_agent claude-code [turn=1 outcome=end_turn req=1 tools=0 in=1 out=1]
+invoke_agent api-client [turn=1 outcome=end_turn req=1 tools=0 in=1 out=1]
   chat claude-opus-4-5 [kind=turn stop=end_turn]
-invoke_agent claude-code [turn=1 outcome=end_turn req=2 tools=1 in=2 out=2]
+invoke_agent api-client [turn=1 outcome=end_turn req=2 tools=1 in=2 out=2]
   chat claude-opus-4-5 [kind=turn stop=tool_use]
   execute_tool get_weather [outcome=success]
   chat claude-opus-4-5 [kind=tool_results stop=end_turn]
