@@ -108,6 +108,9 @@ func describe(s *Span, ended bool) string {
 		if t.Compaction != "" {
 			f = append(f, "compaction="+t.Compaction)
 		}
+		if !t.PlanModeEntered.IsZero() {
+			f = append(f, "plan_mode")
+		}
 		if t.Trigger != "prompt" && t.Trigger != "compaction" {
 			f = append(f, "trigger="+t.Trigger)
 		}

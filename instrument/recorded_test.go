@@ -52,6 +52,14 @@ func TestRecordedSessions(t *testing.T) {
 			if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
 				t.Errorf("span trees differ from %s:\n got:\n%s\nwant:\n%s", golden, got, want)
 			}
+			if filepath.Base(dir) == "plan_mode" {
+				// Plan Mode is announced in a system message and ended by "## Exited Plan Mode".
+				for _, s := range rec.spans {
+					if s.Turn != nil && (s.Turn.PlanModeEntered.IsZero() || !s.Turn.PlanModeExited.After(s.Turn.PlanModeEntered)) {
+						t.Errorf("plan mode entered %v, exited %v", s.Turn.PlanModeEntered, s.Turn.PlanModeExited)
+					}
+				}
+			}
 			if strings.Contains(got, "OPEN") {
 				t.Errorf("spans left open:\n%s", got)
 			}

@@ -24,6 +24,9 @@ const (
 	// they do not want you to execute yet -- you MUST NOT make any edits, …") that Claude Code
 	// attaches to the user's messages while Plan Mode is on.
 	planModeMarker = "Plan mode is active"
+	// planExitMarker is in the system message Claude Code adds when Plan Mode ends
+	// ("## Exited Plan Mode").
+	planExitMarker = "Exited Plan Mode"
 	// taskNotificationMarker starts the reminder Claude Code sends when a background task, such
 	// as a background subagent, has finished.
 	taskNotificationMarker = "<task-notification>"
@@ -71,6 +74,7 @@ type messageText struct {
 	planMode               bool // a text block carries the Plan Mode reminder
 	compact                bool // a text block carries the /compact command
 	taskNotification       bool // a text block carries a <task-notification>
+	planExit               bool // a text block says Plan Mode was exited
 }
 
 func (p *bodyParser) parse() bool {
@@ -424,6 +428,9 @@ func (p *bodyParser) textBlock(raw []byte, text *messageText) {
 	if !text.planMode && bytes.Contains(raw, []byte(planModeMarker)) {
 		text.planMode = true
 	}
+	if !text.planExit && bytes.Contains(raw, []byte(planExitMarker)) {
+		text.planExit = true
+	}
 	if !text.taskNotification && bytes.Contains(raw, []byte(taskNotificationMarker)) {
 		text.taskNotification = true
 	}
@@ -489,8 +496,20 @@ func (p *bodyParser) finish() {
 		}
 	}
 	if lastUser >= 0 {
-		p.out.PlanMode = p.msgs[lastUser].planMode
 		p.out.TaskNotification = p.msgs[lastUser].taskNotification
+	}
+	// Claude Code announces Plan Mode in a system-role message (or a reminder in a user message)
+	// that stays in the history, and its end in a later one: the last of them decides.
+	for i, m := range msgs {
+		if m.Role == RoleAssistant {
+			continue
+		}
+		if p.msgs[i].planMode {
+			p.out.PlanMode = true
+		}
+		if p.msgs[i].planExit {
+			p.out.PlanMode = false
+		}
 	}
 	if last >= 0 {
 		if raw := p.msgs[last].human; raw != nil && msgs[last].Text == "" {

@@ -218,14 +218,26 @@ func TestParseBodyCases(t *testing.T) {
 			},
 		},
 		{
-			name: "plan mode only counts in the last user message",
-			body: `{"messages":[{"role":"user","content":"Plan mode is active. Do not edit."},{"role":"assistant","content":"ok"},{"role":"user","content":"go ahead"}]}`,
+			name: "plan mode ends with the exit message that follows it",
+			body: `{"messages":[{"role":"user","content":"plan it"},{"role":"system","content":"Plan mode is active. The user indicated that they do not want you to execute yet"},{"role":"assistant","content":"ok"},{"role":"user","content":"go ahead"},{"role":"system","content":"## Exited Plan Mode\n\nYou have exited plan mode."}]}`,
 			check: func(t *testing.T, b *Body) {
 				if b.PlanMode {
 					t.Error("PlanMode = true, want false")
 				}
-				if b.Messages[2].Text != "go ahead" || b.Messages[1].Text != "" {
-					t.Errorf("texts = %q, %q", b.Messages[1].Text, b.Messages[2].Text)
+				if b.Messages[3].Text != "go ahead" || b.Messages[2].Text != "" {
+					t.Errorf("texts = %q, %q", b.Messages[2].Text, b.Messages[3].Text)
+				}
+			},
+		},
+		{
+			name: "plan mode announced in a system message holds",
+			body: `{"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"plan it"}]},{"role":"system","content":[{"type":"text","text":"Plan mode is active. The user indicated that they do not want you to execute yet"}]},{"role":"assistant","content":"ok"},{"role":"user","content":"go ahead"}]}`,
+			check: func(t *testing.T, b *Body) {
+				if !b.PlanMode {
+					t.Error("PlanMode = false, want true")
+				}
+				if b.Messages[3].Text != "go ahead" || b.Messages[0].Text != "plan it" {
+					t.Errorf("texts = %q, %q", b.Messages[0].Text, b.Messages[3].Text)
 				}
 			},
 		},

@@ -102,7 +102,8 @@ type Body struct {
 	FirstHumanTextHash uint64
 	// CompactCommand is true when any user message carries <command-name>/compact</command-name>.
 	CompactCommand bool
-	// PlanMode is true when the last user message carries a Plan Mode system reminder.
+	// PlanMode is true when the conversation is in Plan Mode: the last Plan Mode announcement in
+	// a system-role message or user reminder says it is active, not that it was exited.
 	PlanMode bool
 	// TaskNotification is true when the last user message carries a <task-notification>: Claude
 	// Code reporting that a background task (e.g. a background subagent) finished.
