@@ -205,6 +205,35 @@ type sseEvent struct {
 	delta        []byte
 	usage        []byte
 	err          []byte
+	// blockDelta is the delta of a content_block_delta event, read in place when the SSE event
+	// name said what the event is (always, from the Messages API) rather than kept raw and read
+	// a second time: these are nearly all of a stream's events.
+	blockDelta    blockDeltaFields
+	hasBlockDelta bool
+}
+
+// blockDeltaFields are the members of a content_block_delta's delta that the decoder uses, raw.
+type blockDeltaFields struct {
+	typ, text, partial []byte
+	partialLen         int // decoded length of partial
+}
+
+// readBlockDelta reads a content_block_delta's delta object from r.
+func readBlockDelta(r *jsonReader) blockDeltaFields {
+	var f blockDeltaFields
+	r.object(func(key []byte) {
+		switch string(key) {
+		case "type":
+			f.typ, _ = r.str()
+		case "text":
+			f.text, _ = r.str()
+		case "partial_json":
+			f.partial, f.partialLen, _ = r.strN()
+		default:
+			r.skip()
+		}
+	})
+	return f
 }
 
 func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
@@ -221,7 +250,13 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 		case "content_block":
 			ev.contentBlock = r.value()
 		case "delta":
-			ev.delta = r.value()
+			if string(name) != "content_block_delta" || r.peek() != '{' {
+				ev.delta = r.value()
+				break
+			}
+			start := r.i
+			ev.blockDelta, ev.hasBlockDelta = readBlockDelta(&r), true
+			ev.delta = r.b[start:r.i] // for an event whose type contradicts its name
 		case "usage":
 			ev.usage = r.value()
 		case "error":
@@ -245,7 +280,11 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 		if d.firstChunk.IsZero() {
 			d.firstChunk = now
 		}
-		d.blockDelta(ev.index, ev.delta)
+		if !ev.hasBlockDelta {
+			sub := jsonReader{b: ev.delta}
+			ev.blockDelta = readBlockDelta(&sub)
+		}
+		d.blockDelta(ev.index, ev.blockDelta)
 	case "content_block_stop":
 		d.blockStop(ev.index, now)
 	case "message_delta":
@@ -277,25 +316,11 @@ func (d *StreamDecoder) blockStart(index int, raw []byte) {
 	d.open[index] = ob
 }
 
-func (d *StreamDecoder) blockDelta(index int, raw []byte) {
-	var typ, text, partial []byte
-	partialLen := 0
-	r := jsonReader{b: raw}
-	r.object(func(key []byte) {
-		switch string(key) {
-		case "type":
-			typ, _ = r.str()
-		case "text":
-			text, _ = r.str()
-		case "partial_json":
-			partial, partialLen, _ = r.strN()
-		default:
-			r.skip()
-		}
-	})
-	switch string(typ) {
+func (d *StreamDecoder) blockDelta(index int, f blockDeltaFields) {
+	partial, partialLen := f.partial, f.partialLen
+	switch string(f.typ) {
 	case "text_delta":
-		d.msg.appendText(text)
+		d.msg.appendText(f.text)
 	case "input_json_delta":
 		ob := d.open[index]
 		if ob == nil || ob.tool < 0 {
