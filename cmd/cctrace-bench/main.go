@@ -64,9 +64,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		short      = fs.Bool("short", false, "CI mode: a few seconds, fail only on functional breakage")
 		reps       = fs.Int("reps", 5, "repetitions of the whole matrix")
 		cctraceBin = fs.String("cctrace", "", "cctrace binary (go build ./cmd/cctrace)")
+		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
-		variants   = fs.String("variants", "direct,bare,nginx,cctrace,cctrace-jaeger", "variants to compare, in order")
+		variants   = fs.String("variants", "direct,bare,nginx,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt)")
 		sizes      = fs.String("sizes", "10240,204800,1048576", "request body sizes in bytes")
 		concs      = fs.String("concurrency", "1,16,128", "client concurrency levels")
 		pacedSizes = fs.String("paced-sizes", "204800", "body sizes also run with a paced stream")
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	cfg := config{
-		reps: *reps, cctrace: *cctraceBin, nginx: *nginxBin, jaeger: *jaegerBin,
+		reps: *reps, cctrace: *cctraceBin, alt: *altBin, nginx: *nginxBin, jaeger: *jaegerBin,
 		variants: strings.Split(*variants, ","), events: *events, short: *short,
 	}
 	var err error
@@ -123,6 +124,7 @@ type config struct {
 	reps          int
 	cells         []bench.Cell
 	self, cctrace string
+	alt           string // -cctrace-alt
 	nginx, jaeger string
 	variants      []string
 	events        int
@@ -219,6 +221,8 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 			v, err = bench.StartNginx(ctx, dir, cfg.nginx, up.URL())
 		case "cctrace":
 			v, err = bench.StartCctrace(ctx, "cctrace", dir, cfg.cctrace, up.URL(), collector.Endpoint())
+		case "cctrace-alt":
+			v, err = bench.StartCctrace(ctx, "cctrace-alt", dir, cfg.alt, up.URL(), collector.Endpoint())
 		case "cctrace-jaeger":
 			if _, serr := os.Stat(cfg.jaeger); serr != nil && cfg.short {
 				fmt.Fprintf(w, "skipping cctrace-jaeger: %v\n", serr)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -58,9 +60,9 @@ func (f *fixture) upstreamURL(t testing.TB) *url.URL {
 
 // bare returns the bare proxy as a variant, closing its idle upstream connections at cleanup.
 func (f *fixture) bare(t testing.TB) *Variant {
-	rp := NewBareProxy(f.upstreamURL(t))
+	rp := NewBareProxy(f.upstreamURL(t)).(*bareProxy)
 	v := serve(t, "bare", rp)
-	t.Cleanup(rp.Transport.(*http.Transport).CloseIdleConnections)
+	t.Cleanup(rp.CloseIdleConnections)
 	return v
 }
 
@@ -167,8 +169,8 @@ func (w *flipWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flus
 
 func TestHarnessCatchesAlteredBytes(t *testing.T) {
 	f := newFixture(t, 20)
-	bare := NewBareProxy(f.upstreamURL(t))
-	t.Cleanup(bare.Transport.(*http.Transport).CloseIdleConnections)
+	bare := NewBareProxy(f.upstreamURL(t)).(*bareProxy)
+	t.Cleanup(bare.CloseIdleConnections)
 	for _, tc := range []struct {
 		name string
 		p    tamper
@@ -190,6 +192,19 @@ func TestHarnessCatchesAlteredBytes(t *testing.T) {
 				t.Errorf("failure %q, want it to contain %q", res.Failures[0], tc.want)
 			}
 		})
+	}
+}
+
+func TestEndAtLength(t *testing.T) {
+	// The reader under it would fail if read past the length, like a closed server body.
+	under := io.MultiReader(strings.NewReader("0123456789"), iotest.ErrReader(errors.New("read past the end")))
+	b := &endAtLength{ReadCloser: io.NopCloser(under), left: 10}
+	got, err := io.ReadAll(b)
+	if err != nil || string(got) != "0123456789" {
+		t.Fatalf("read %q, %v; want the 10 bytes and no error", got, err)
+	}
+	if n, err := b.Read(make([]byte, 4)); n != 0 || err != io.EOF {
+		t.Errorf("read after the end = %d, %v; want 0, EOF", n, err)
 	}
 }
 

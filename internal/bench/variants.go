@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -98,20 +99,65 @@ func StartBare(ctx context.Context, dir, self, upstream string) (*Variant, error
 }
 
 // NewBareProxy returns the bare proxy the comparison is made against: httputil.ReverseProxy with
-// FlushInterval -1 and nothing else, over a transport set up like cctrace's default one (16 idle
-// connections per host, no compression), so that the difference is cctrace's taps and pipeline.
-func NewBareProxy(upstream *url.URL) *httputil.ReverseProxy {
+// FlushInterval -1, over a transport set up like cctrace's default one (16 idle connections per
+// host, no compression), so that the difference is cctrace's taps and pipeline.
+//
+// Its one addition is endAtLength on request bodies. Without it Go's transport, after sending a
+// body of known length, reads once more to see its EOF; by then the server has closed the body
+// (the response headers went out), the read fails, and the transport drops the upstream
+// connection mid-stream: 590 of 40,798 streams (1.4%) were cut in the first full run. cctrace's
+// request tap does the same.
+func NewBareProxy(upstream *url.URL) http.Handler {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ForceAttemptHTTP2 = true
 	t.MaxIdleConns = 100
 	t.MaxIdleConnsPerHost = 16
 	t.DisableCompression = true
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
 		Transport:     t,
 		FlushInterval: -1,
 		ErrorLog:      log.New(os.Stderr, "bare: ", 0),
 	}
+	return &bareProxy{rp: rp, transport: t}
+}
+
+// bareProxy is the bare ReverseProxy with endAtLength on request bodies.
+type bareProxy struct {
+	rp        *httputil.ReverseProxy
+	transport *http.Transport
+}
+
+// ServeHTTP forwards r.
+func (p *bareProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > 0 {
+		r.Body = &endAtLength{ReadCloser: r.Body, left: r.ContentLength}
+	}
+	p.rp.ServeHTTP(w, r)
+}
+
+// CloseIdleConnections closes the proxy's idle upstream connections.
+func (p *bareProxy) CloseIdleConnections() { p.transport.CloseIdleConnections() }
+
+// endAtLength answers EOF once a body's Content-Length has been read, without reading further.
+type endAtLength struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *endAtLength) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 && err == nil {
+		err = io.EOF
+	}
+	return n, err
 }
 
 // ServeBare runs the bare proxy on listen until ctx ends; the "bare-proxy" subcommand.
