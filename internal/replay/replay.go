@@ -105,9 +105,6 @@ func (r *record) exchange() *Exchange {
 	return &Exchange{Seq: r.Seq, Request: req, Response: resp, Header: h, Query: r.Query, Body: body, response: []byte(r.Response)}
 }
 
-// RawResponse returns the response body as recorded.
-func (ex *Exchange) RawResponse() []byte { return ex.response }
-
 // Target takes decoded requests and responses, like instrument.Tracker.
 type Target interface {
 	Request(*wire.Request)

@@ -23,7 +23,7 @@ case $scenario in
 esac
 
 tmp=$(mktemp -d)
-trap 'kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'tmux -L "cctrace-record-$$" kill-server 2>/dev/null || true; kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/home" "$tmp/work"
 rm -rf "$out"
 mkdir -p "$out"
@@ -43,6 +43,41 @@ claude() {
 
 # session_id reads the session id from the stream-json output of the previous run.
 session_id() { grep -o '"session_id":"[^"]*"' "$out/cli-1.jsonl" | head -1 | cut -d'"' -f4; }
+
+# interactive_start ARGS... starts the CLI interactively in a tmux pane (private socket) with
+# onboarding done, the working directory trusted and the dummy key approved in ~/.claude.json;
+# DISABLE_AUTOUPDATER=1 because the interactive CLI otherwise runs `npm install --global`.
+interactive_start() {
+	cat >"$tmp/home/.claude.json" <<JSON
+{"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.328", "theme": "dark",
+ "customApiKeyResponses": {"approved": ["$KEY"], "rejected": []},
+ "projects": {"$tmp/work": {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}}
+JSON
+	pane=cctrace-record-$$
+	echo "\$ claude $*" >"$out/cli-1.cmd"
+	tmux -L "$pane" new-session -d -s "$pane" -x 200 -y 50 \
+		"cd $tmp/work && env HOME=$tmp/home ANTHROPIC_BASE_URL=$url ANTHROPIC_API_KEY=$KEY DISABLE_AUTOUPDATER=1 $CLAUDE $* 2>$out/cli-1.stderr"
+	sleep 5
+}
+# wait_for RULE N waits until the fake has answered N requests with RULE.
+wait_for() {
+	for _ in $(seq 300); do
+		[ "$(grep -c "rule=$1 " "$tmp/fake.log")" -ge "$2" ] && { sleep 2; return; }
+		sleep 0.2
+	done
+	echo "timed out waiting for $2 x $1" >&2
+	tmux -L "$pane" capture-pane -p -t "$pane" >&2
+	return 1
+}
+type_line() { tmux -L "$pane" send-keys -t "$pane" -l "$1"; sleep 1; tmux -L "$pane" send-keys -t "$pane" Enter; }
+keys() { tmux -L "$pane" send-keys -t "$pane" "$@"; }
+screen() { tmux -L "$pane" capture-pane -p -t "$pane" >"$out/$1"; }
+interactive_end() {
+	screen cli-1.screen
+	type_line "/exit"
+	sleep 2
+	tmux -L "$pane" kill-server 2>/dev/null || true
+}
 
 run=0
 step() {
@@ -106,6 +141,43 @@ JSON
 	type_line "/exit"
 	sleep 2
 	tmux kill-session -t "$pane" 2>/dev/null || true
+	;;
+auto_compaction)
+	step -p "Print a marker with a shell command." --allowedTools Bash,Read
+	id=$(session_id)
+	step -p "Are you still there?" --resume "$id" --allowedTools Bash,Read
+	;;
+sdk_tool_loop)
+	# Not Claude Code: a plain anthropic-sdk-go client (testdata/sdk-client).
+	echo '$ go run ./testdata/sdk-client' >"$out/cli-1.cmd"
+	(cd "$repo" && env ANTHROPIC_BASE_URL="$url" ANTHROPIC_API_KEY="$KEY" go run ./testdata/sdk-client) >"$out/cli-1.stdout" 2>"$out/cli-1.stderr" || echo "exit $?" >>"$out/cli-1.stderr"
+	;;
+interrupted)
+	interactive_start --allowedTools Bash
+	type_line "Tell me a slow story."
+	wait_for slow_stream 1
+	sleep 4 # inside the text deltas (4 s of pings first)
+	screen cli-1.screen-stream
+	keys Escape
+	sleep 3
+	type_line "Run a slow command."
+	wait_for slow_tool 1
+	sleep 3
+	screen cli-1.screen-tool
+	keys Escape
+	sleep 3
+	type_line "Just answer plainly."
+	wait_for main 1
+	interactive_end
+	;;
+plan_mode)
+	interactive_start --permission-mode plan
+	type_line "Plan how to create a file."
+	wait_for main 1
+	screen cli-1.screen-plan
+	keys Enter # the first choice of the plan approval dialog
+	wait_for main_result 1
+	interactive_end
 	;;
 *)
 	echo "unknown scenario $scenario" >&2
