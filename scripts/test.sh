@@ -121,12 +121,17 @@ done
 if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools); fi
 
 go version
-# install_all installs the shared tools (scripts/tools.sh) and the browser of the turns page test.
+# install_all installs the shared tools (scripts/tools.sh), the browser of the turns page test and
+# tmux for the interactive Claude Code test.
 install_all() {
 	install_tools || return
 	local exports
 	exports=$(bash scripts/ui-test-deps.sh) || return
 	eval "$exports"
+	# The interactive end-to-end test drives Claude Code in a tmux pane.
+	if ! command -v tmux >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >&2 || return
+	fi
 }
 
 stage tools install_all || {
