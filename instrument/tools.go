@@ -1,0 +1,150 @@
+package instrument
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Tools: an execute_tool span runs from the end of its tool_use block to the request that
+// carries its result.
+
+// openTools starts an execute_tool span for each tool_use of a response.
+func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
+	var parent *Span
+	switch {
+	case ex.sub != nil:
+		parent = ex.sub.span
+	case ex.turn != nil:
+		parent = ex.turn.span
+	default:
+		return // a side request that no turn adopted: its tool calls belong to nothing
+	}
+	for _, tu := range msg.ToolUses {
+		if tu.ID == "" {
+			continue
+		}
+		if old := ex.sess.tools[tu.ID]; old != nil {
+			continue // a duplicated id: the first call keeps it
+		}
+		start := tu.End
+		if start.IsZero() {
+			start = ex.span.End
+		}
+		tool := &Tool{Name: tu.Name, CallID: tu.ID, InputBytes: tu.InputBytes, Agent: tu.Agent}
+		if t.cfg.capture {
+			tool.Input = t.cfg.scrub(tu.Input)
+		}
+		span := &Span{
+			TraceID:   parent.TraceID,
+			ID:        t.spanID(),
+			Parent:    parent.ID,
+			Kind:      KindTool,
+			Name:      "execute_tool " + tu.Name,
+			Start:     start,
+			SessionID: ex.sess.id,
+			TurnIndex: parent.TurnIndex,
+			Agent:     ex.span.Agent,
+			Tool:      tool,
+		}
+		ot := &openTool{span: span, turn: ex.turn, chain: ex.chain}
+		ex.sess.tools[tu.ID] = ot
+		if tu.Agent != nil {
+			ex.sess.agentCalls = append(ex.sess.agentCalls, ot)
+			if n := len(ex.sess.agentCalls); n > 64 {
+				ex.sess.agentCalls = ex.sess.agentCalls[n-64:]
+			}
+		}
+		if tr := ex.turn; tr != nil && !tr.ended {
+			tr.span.Turn.ToolCalls++
+			tr.span.Turn.ToolCounts[tu.Name]++
+		}
+		t.sink.SpanStarted(span)
+	}
+}
+
+// closeTools ends the tool spans whose results the request's trailing user messages (those after
+// the last assistant message) carry. Results for ids the tracker is not waiting on (resent
+// history, unknown ids) are ignored. It reports whether those messages say the user interrupted
+// the turn, and whether any result answered a call the tracker was waiting on.
+func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (interrupted, matched bool) {
+	from := len(body.Messages)
+	for from > 0 && body.Messages[from-1].Role != wire.RoleAssistant {
+		from--
+	}
+	trailing := body.Messages[from:]
+	for _, m := range trailing {
+		if m.Role == wire.RoleUser && strings.Contains(m.Text, interruptMarker) {
+			interrupted = true
+		}
+	}
+	for _, m := range trailing {
+		if m.Role != wire.RoleUser {
+			continue
+		}
+		for i := range m.ToolResults {
+			r := &m.ToolResults[i]
+			tool := sess.tools[r.ToolUseID]
+			if tool == nil {
+				continue
+			}
+			matched = true
+			outcome := "success"
+			switch {
+			case r.IsError && interrupted:
+				// Claude Code rejects the call it was running when the user interrupted.
+				outcome = "interrupted"
+			case r.IsError:
+				outcome = "error"
+			}
+			if tool.span.Tool.Agent != nil && strings.Contains(r.Preview, asyncAgentMarker) {
+				// Claude Code ran the subagent in the background (the default in -p mode).
+				tool.async = true
+				if tool.subagent != nil {
+					tool.subagent.span.Subagent.Background = true
+				}
+			}
+			t.endTool(sess, r.ToolUseID, tool, now, outcome, r)
+		}
+	}
+	return interrupted, matched
+}
+
+func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Time, outcome string, r *wire.ToolResult) {
+	delete(sess.tools, id)
+	span := tool.span
+	if end.Before(span.Start) {
+		end = span.Start
+	}
+	span.End = end
+	span.Tool.Outcome = outcome
+	if r != nil {
+		span.Tool.ResultBytes = r.Bytes
+		if t.cfg.capture {
+			span.Tool.Result = t.cfg.scrub(r.Preview)
+		}
+	}
+	if outcome != "success" {
+		span.Status, span.ErrorType = StatusError, outcome
+		if outcome == "error" {
+			span.ErrorType = "tool_error"
+			span.StatusMessage = "the tool result has is_error set"
+			if tr := tool.turn; tr != nil && !tr.ended {
+				tr.span.Turn.ToolErrors++
+				tr.span.Turn.ToolFailures[span.Tool.Name]++
+			}
+		}
+	}
+	t.sink.SpanEnded(span)
+}
+
+func sortedToolIDs(tools map[string]*openTool) []string {
+	ids := make([]string, 0, len(tools))
+	for id := range tools {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

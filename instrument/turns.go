@@ -1,0 +1,354 @@
+package instrument
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// Turns: what starts, continues and ends an agentic turn, compactions included.
+
+// startCompaction handles a compaction summary request: inside an open turn it is a span of that
+// turn (an automatic compaction); otherwise it is a trace of its own (a /compact command).
+func (t *Tracker) startCompaction(ex *exchange) {
+	sess := ex.sess
+	ex.chain = &sess.main
+	body := ex.span.Chat.Request.Body
+	t.closeTools(sess, body, ex.span.Start)
+	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
+	ex.chain.messages = len(body.Messages)
+	if tr := sess.turn; tr != nil && !tr.compactionOnly {
+		t.startChild(ex, tr.span, tr)
+		return
+	}
+	tr := t.startTurn(sess, ex.span.Start, ex)
+	tr.compactionOnly = true
+	tr.span.Turn.Compaction = "manual"
+	tr.span.Turn.Trigger = "compaction"
+	t.startChild(ex, tr.span, tr)
+}
+
+// startConversational handles a request of the main chain or of a subagent.
+func (t *Tracker) startConversational(ex *exchange) {
+	req := &ex.span.Chat.Request
+	body := req.Body
+	sess := ex.sess
+	chat := ex.span.Chat
+
+	ch, sub := t.chainFor(ex)
+	if ch == nil {
+		t.startSide(ex)
+		return
+	}
+	ex.chain = ch
+	last := lastConversational(body)
+	interrupted, matched := t.closeTools(sess, body, req.Time)
+	// A human prompt starts a turn, unless the same message answers tool calls of the open turn
+	// (text the user queued while tools ran); an interruption always ends the open one.
+	newPrompt := interrupted || (last != nil && last.Role == wire.RoleUser && last.HumanText && !matched)
+
+	retry := ch.seen && body.HistoryHash == ch.lastHash && (ch.failed || req.Headers.RetryCount > 0)
+	if retry {
+		chat.Attempt = ch.attempt + 1
+		chat.Kind = ch.lastKind
+	} else {
+		t.countNewBlocks(chat, ch, body)
+	}
+	compaction := t.compactionFor(sess, ch, body, retry)
+
+	if sub != nil {
+		chat.Kind = RequestSubagent
+		ex.sub = sub
+		ex.span.Agent = sub.span.Agent
+		t.startChild(ex, sub.span, sub.turn)
+	} else {
+		if !retry {
+			chat.Kind = RequestToolResults
+			if last == nil || len(last.ToolResults) == 0 {
+				chat.Kind = RequestTurn
+			}
+		}
+		tr := sess.turn
+		switch {
+		case retry && tr != nil:
+		case compaction != nil && compaction.midTurn && tr != nil:
+			// An automatic compaction: the turn goes on with the summarised history.
+		case tr != nil && !tr.compactionOnly && !newPrompt:
+		default:
+			tr = t.startTurn(sess, req.Time, ex)
+			switch {
+			case body.TaskNotification:
+				tr.span.Turn.Trigger = "task_notification"
+			case newPrompt:
+				chat.Kind = RequestTurn
+			case compaction == nil:
+				tr.span.Turn.Trigger = "continuation"
+			}
+		}
+		t.trackPlanMode(sess, tr, body.PlanMode, req.Time)
+		tr.deadline = time.Time{}
+		tr.canceled = false
+		tr.lastSeen = req.Time
+		t.startChild(ex, tr.span, tr)
+	}
+	if compaction != nil {
+		chat.Compacted = true
+		chat.Compaction = &Compaction{
+			Trigger:        "auto",
+			MessagesBefore: compaction.messagesBefore,
+			MessagesAfter:  len(body.Messages),
+			ContextBefore:  compaction.contextBefore,
+		}
+		if body.CompactCommand {
+			chat.Compaction.Trigger = "manual"
+		}
+	}
+	ch.seen, ch.lastHash, ch.lastKind, ch.attempt = true, body.HistoryHash, chat.Kind, chat.Attempt
+	ch.messages = len(body.Messages)
+}
+
+// compactionFor recognises the first request after a compaction: its first human text is the
+// continuation summary, and either a summary was just produced, or the chain is new (a resumed
+// session), or the history shrank. Later requests repeat the same first message with a growing
+// history, so they do not match.
+func (t *Tracker) compactionFor(sess *session, ch *chain, body *wire.Body, retry bool) *pendingCompaction {
+	if retry || ch.sub != nil || !strings.HasPrefix(body.FirstHumanText, continuationPrefix) {
+		return nil
+	}
+	if c := sess.compacting; c != nil {
+		sess.compacting = nil
+		return c
+	}
+	if !ch.seen || len(body.Messages) < ch.messages {
+		return &pendingCompaction{messagesBefore: ch.messages, contextBefore: ch.context}
+	}
+	return nil
+}
+
+// startTurn opens a new turn in sess, ending the open one as interrupted, and adopts side
+// requests that were waiting for it.
+func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
+	if sess.turn != nil {
+		t.endTurn(sess, now, "interrupted", "")
+	}
+	sess.turns++
+	start := now
+	for _, o := range sess.orphans {
+		if o.span.Start.Before(start) {
+			start = o.span.Start
+		}
+	}
+	tr := &turn{lastSeen: now}
+	tr.span = &Span{
+		TraceID:   t.traceID(),
+		ID:        t.spanID(),
+		Kind:      KindTurn,
+		Name:      "invoke_agent " + sess.agent,
+		Start:     start,
+		SessionID: sess.id,
+		TurnIndex: sess.turns,
+		Agent:     sess.agent,
+		Link:      ex.span.Link,
+		Turn: &Turn{
+			Index:        sess.turns,
+			Trigger:      "prompt",
+			ToolCounts:   make(map[string]int),
+			ToolFailures: make(map[string]int),
+		},
+	}
+	if t.cfg.capture {
+		if last := lastConversational(ex.span.Chat.Request.Body); last != nil && last.HumanText {
+			tr.span.Turn.Prompt = t.cfg.scrub(last.Text)
+			ex.span.Chat.Prompt = tr.span.Turn.Prompt
+		}
+	}
+	sess.turn = tr
+	t.sink.SpanStarted(tr.span)
+	orphans := sess.orphans
+	sess.orphans = nil
+	for _, o := range orphans {
+		o.orphan = false
+		o.turn = tr
+		o.span.TraceID, o.span.Parent, o.span.ID = tr.span.TraceID, tr.span.ID, t.spanID()
+		o.span.TurnIndex = tr.span.TurnIndex
+		if o.done {
+			t.addTotals(o, o.span.Chat.Response)
+		}
+		t.emitLate(o)
+	}
+	return tr
+}
+
+// endTurn ends the open turn of sess at end with outcome; tools still waiting for results end
+// with it.
+func (t *Tracker) endTurn(sess *session, end time.Time, outcome, stopReason string) {
+	tr := sess.turn
+	if tr == nil {
+		return
+	}
+	sess.turn = nil
+	tr.ended = true
+	toolOutcome := "abandoned"
+	if outcome == "interrupted" || outcome == "shutdown" || outcome == "evicted" {
+		toolOutcome = outcome
+	}
+	for _, id := range sortedToolIDs(sess.tools) {
+		tool := sess.tools[id]
+		if tool.turn == tr && tool.chain == &sess.main {
+			t.endTool(sess, id, tool, end, toolOutcome, nil)
+		}
+	}
+	span := tr.span
+	if end.Before(span.Start) {
+		end = span.Start
+	}
+	span.End = end
+	span.Turn.Outcome = outcome
+	span.Turn.StopReason = stopReason
+	if tr.compactionOnly {
+		span.Turn.Outcome = "compaction"
+		if outcome != "end_turn" && stopReason == "" {
+			span.Turn.Outcome = outcome
+		}
+	}
+	switch outcome {
+	case "error", "idle_timeout":
+		if tr.failed && !tr.canceled {
+			span.Status, span.ErrorType = StatusError, "error"
+			span.StatusMessage = "the turn's last request failed and was not retried"
+		}
+	}
+	t.sink.SpanEnded(span)
+}
+
+// afterResponse moves the turn and subagent state on once a response has ended.
+func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) {
+	sess, chat := ex.sess, ex.span.Chat
+	end := ex.span.End
+	msg := resp.Message
+	stop := ""
+	if msg != nil {
+		stop = msg.StopReason
+	}
+	waits := stop == "tool_use" || stop == "pause_turn"
+
+	if sub := ex.sub; sub != nil {
+		if !failed && msg != nil && !waits && !sub.ended {
+			sub.ended = true
+			sub.span.End = end
+			t.sink.SpanEnded(sub.span)
+		}
+		return
+	}
+	tr := ex.turn
+	if tr == nil || tr.ended || ex.chain != &sess.main || tr != sess.turn {
+		return
+	}
+	tr.lastSeen = end
+	tr.failed = failed
+	switch {
+	case chat.Kind == RequestCompaction && !tr.compactionOnly:
+		if !failed {
+			sess.compacting = &pendingCompaction{
+				messagesBefore: sess.main.messages,
+				contextBefore:  sess.main.context,
+				midTurn:        true,
+			}
+		}
+		tr.deadline = end.Add(t.cfg.toolTimeout)
+	case resp.Canceled:
+		// The client gave up on the request: the user interrupted, or Claude Code is about to
+		// send it again. A new prompt or the error timeout ends the turn as interrupted.
+		tr.canceled = true
+		tr.deadline = end.Add(t.cfg.errorTimeout)
+	case failed || msg == nil:
+		tr.deadline = end.Add(t.cfg.errorTimeout)
+	case waits:
+		tr.deadline = end.Add(t.cfg.toolTimeout)
+	default:
+		if tr.compactionOnly {
+			sess.compacting = &pendingCompaction{messagesBefore: sess.main.messages, contextBefore: sess.main.context}
+		}
+		t.endTurn(sess, end, stop, stop)
+	}
+}
+
+// addTotals adds a finished request to its turn's and subagent's totals.
+func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
+	if resp == nil {
+		return
+	}
+	var u wire.Usage
+	model := ""
+	if m := resp.Message; m != nil {
+		u, model = m.Usage, m.Model
+	}
+	if model == "" && ex.span.Chat.Request.Body != nil {
+		model = ex.span.Chat.Request.Body.Model
+	}
+	if sub := ex.sub; sub != nil {
+		sub.span.Subagent.Requests++
+		sub.span.Subagent.Usage = addUsage(sub.span.Subagent.Usage, u)
+	}
+	tr := ex.turn
+	if tr == nil || tr.ended {
+		return
+	}
+	tt := tr.span.Turn
+	tt.Requests++
+	if ex.span.Chat.Attempt > 0 {
+		tt.Retries++
+	}
+	tt.Usage = addUsage(tt.Usage, u)
+	if model != "" && !contains(tt.Models, model) {
+		tt.Models = append(tt.Models, model)
+	}
+}
+
+// countNewBlocks counts the content blocks a request carries for the first time in its chain:
+// the messages beyond those of the chain's last request (all of them when the history was
+// rewritten, as after a compaction). Assistant blocks are counted from responses instead.
+func (t *Tracker) countNewBlocks(chat *Chat, ch *chain, body *wire.Body) {
+	from := ch.messages
+	if !ch.seen || from > len(body.Messages) {
+		from = 0
+	}
+	for _, m := range body.Messages[from:] {
+		if m.Role != wire.RoleAssistant {
+			addBlocks(chat, m.Role, m.Blocks)
+		}
+	}
+}
+
+func (t *Tracker) trackPlanMode(sess *session, tr *turn, on bool, now time.Time) {
+	if on && !sess.planMode && tr.span.Turn.PlanModeEntered.IsZero() {
+		tr.span.Turn.PlanModeEntered = now
+	}
+	if !on && sess.planMode && tr.span.Turn.PlanModeExited.IsZero() {
+		tr.span.Turn.PlanModeExited = now
+	}
+	sess.planMode = on
+}
+
+func addBlocks(chat *Chat, role wire.Role, blocks map[wire.BlockType]int) {
+	for typ, n := range blocks {
+		if n == 0 {
+			continue
+		}
+		if chat.NewBlocks == nil {
+			chat.NewBlocks = make(map[BlockKey]int)
+		}
+		chat.NewBlocks[BlockKey{Role: role, Type: typ}] += n
+	}
+}
+
+func addUsage(a, b wire.Usage) wire.Usage {
+	a.InputTokens += b.InputTokens
+	a.OutputTokens += b.OutputTokens
+	a.CacheReadInputTokens += b.CacheReadInputTokens
+	a.CacheCreationInputTokens += b.CacheCreationInputTokens
+	a.CacheCreation5m += b.CacheCreation5m
+	a.CacheCreation1h += b.CacheCreation1h
+	return a
+}
