@@ -90,6 +90,7 @@ type otlpCollector struct {
 	coltracepb.UnimplementedTraceServiceServer
 	mu   sync.Mutex
 	raw  [][]byte
+	reqs []*coltracepb.ExportTraceServiceRequest
 	span int
 }
 
@@ -101,6 +102,7 @@ func (c *otlpCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.raw = append(c.raw, b)
+	c.reqs = append(c.reqs, req)
 	for _, rs := range req.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
 			c.span += len(ss.Spans)
