@@ -11,6 +11,15 @@ import (
 // Tools: an execute_tool span runs from the end of its tool_use block to the request that
 // carries its result.
 
+// endChainTools ends, with outcome, the tool calls still waiting for a result that ch asked for.
+func (t *Tracker) endChainTools(sess *session, ch *chain, end time.Time, outcome string) {
+	for _, id := range sortedToolIDs(sess.tools) {
+		if tool := sess.tools[id]; tool.chain == ch {
+			t.endTool(sess, id, tool, end, outcome, nil)
+		}
+	}
+}
+
 // openTools starts an execute_tool span for each tool_use of a response.
 func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 	var parent *Span
@@ -21,6 +30,11 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 		parent = ex.turn.span
 	default:
 		return // a side request that no turn adopted: its tool calls belong to nothing
+	}
+	if ex.sub == nil && ex.turn != nil && ex.turn.ended {
+		// The answer to a request of a turn that already ended (a new prompt interrupted it):
+		// Claude Code runs none of its tool calls, and spans opened for them would never end.
+		return
 	}
 	for _, tu := range msg.ToolUses {
 		if tu.ID == "" {

@@ -199,6 +199,13 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome, stopReason stri
 			t.endTool(sess, id, tool, end, toolOutcome, nil)
 		}
 	}
+	// Forget the subagents that are done: a long session must not hold every subagent it
+	// ever ran. One still running (in the background) is kept until it ends.
+	for key, ch := range sess.agents {
+		if sub := ch.sub; sub != nil && sub.ended && (sub.turn == nil || sub.turn.ended) {
+			delete(sess.agents, key)
+		}
+	}
 	span := tr.span
 	if end.Before(span.Start) {
 		end = span.Start
@@ -236,6 +243,9 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 	if sub := ex.sub; sub != nil {
 		if !failed && msg != nil && !waits && !sub.ended {
 			sub.ended = true
+			// A subagent that has answered for good runs none of the tool calls it left
+			// without a result.
+			t.endChainTools(sess, ex.chain, end, "abandoned")
 			sub.span.End = end
 			t.sink.SpanEnded(sub.span)
 		}
