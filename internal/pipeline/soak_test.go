@@ -162,7 +162,7 @@ func heapInUse() uint64 {
 // span. In -short mode it plays fewer sessions.
 func TestSoak(t *testing.T) {
 	checkLeaks(t)
-	sessions := 9000
+	sessions := 6000
 	if testing.Short() {
 		sessions = 1500
 	}
