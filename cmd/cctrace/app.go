@@ -152,6 +152,9 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	go func() { defer a.wg.Done(); a.pipe.Run(pctx) }()
 	if tlsConfig != nil {
 		a.proxyScheme = "https"
+	} else if !isLoopback(a.proxyLn.Addr()) {
+		log.Warn("the proxy listens beyond this machine without TLS: API keys cross the network in the clear; give --tls-cert and --tls-key, or --listen 127.0.0.1:PORT",
+			"listen", a.proxyLn.Addr().String())
 	}
 	go a.serve(a.proxySrv, a.proxyLn)
 	go a.serve(a.metricsSrv, a.metricsLn)
@@ -224,6 +227,12 @@ func listen(flagName, addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("cannot listen on %s: address already in use (is another cctrace running? pick a free address with %s, e.g. %s 127.0.0.1:0)", addr, flagName, flagName)
 	}
 	return nil, fmt.Errorf("cannot listen on %s (%s): %w", addr, flagName, err)
+}
+
+// isLoopback reports whether a listener's address is reachable only from this machine.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 func hostPort(u *url.URL) (string, int) {

@@ -413,3 +413,28 @@ func TestSecureFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestIsLoopback(t *testing.T) {
+	tests := []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:8787", true},
+		{"127.9.9.9:1", true},
+		{"[::1]:8787", true},
+		{"0.0.0.0:8787", false},
+		{"[::]:8787", false},
+		{"192.0.2.10:8787", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			a, err := net.ResolveTCPAddr("tcp", tt.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := isLoopback(a); got != tt.want {
+				t.Errorf("isLoopback(%s) = %v, want %v", tt.addr, got, tt.want)
+			}
+		})
+	}
+}
