@@ -85,7 +85,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 func (o *options) validate() error {
 	u, err := url.Parse(o.upstream)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("invalid --upstream %q: want an http:// or https:// base URL such as %s", o.upstream, defaultUpstream)
+		return fmt.Errorf("invalid --upstream %q: want an http:// or https:// base URL such as %s", redactedURL(o.upstream), defaultUpstream)
 	}
 	if o.maxSessions < 1 {
 		return errors.New("invalid --max-sessions: must be at least 1")

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -120,7 +121,7 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cctrace serve: %v\n", err)
 		return 1
 	}
-	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "upstream", o.upstream, "exporting", a.tracing != nil)
+	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "upstream", redactedURL(o.upstream), "exporting", a.tracing != nil)
 	fmt.Fprintf(out, "cctrace: export ANTHROPIC_BASE_URL=%s\n", a.proxyURL())
 	fmt.Fprintf(out, "cctrace: turns page %s/\n", a.metricsURL())
 	<-ctx.Done()
@@ -218,6 +219,16 @@ func exitCode(cmd *exec.Cmd, err error) int {
 		return 1
 	}
 	return 0
+}
+
+// redactedURL is raw with any password replaced by "xxxxx", for logs: a gateway URL may carry
+// credentials.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 func withoutEnv(env []string, name string) []string {

@@ -181,7 +181,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 	s := startServe(t, []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
 		"OTEL_BSP_SCHEDULE_DELAY=50",
-	}, "--upstream", upstream.URL, "--capture-content", "--log", logFile, "--log-level", "debug")
+	}, "--upstream", strings.Replace(upstream.URL, "http://", "http://gateway:"+leakMarker+"@", 1), "--capture-content", "--log", logFile, "--log-level", "debug")
 
 	prompt, _ := json.Marshal("please use " + secretText)
 	toolOut, _ := json.Marshal("output: " + secretText)
