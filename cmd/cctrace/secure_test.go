@@ -310,8 +310,22 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 // TestListenerTLS serves the proxy over HTTPS with --tls-cert and --tls-key: a client that trusts
 // the certificate reaches the upstream over HTTP/1.1 and HTTP/2, and plain HTTP is refused.
 func TestListenerTLS(t *testing.T) {
+	next := make(chan struct{})
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/v1/stream" {
+			// The second event waits until the client has the first: streaming, not buffering.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
@@ -336,6 +350,20 @@ func TestListenerTLS(t *testing.T) {
 			}
 			if got := resp.ProtoMajor == 2; got != h2 {
 				t.Errorf("protocol %s", resp.Proto)
+			}
+
+			resp, err = (&http.Client{Transport: tr}).Post("https://"+s.proxyAddr+"/v1/stream", "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			first := make([]byte, len("event: ping\n"))
+			if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "event: ping\n" {
+				t.Fatalf("first event %q, %v", first, err)
+			}
+			next <- struct{}{}
+			if rest, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(rest), "message_stop") {
+				t.Errorf("rest of the stream %q, %v", rest, err)
 			}
 		})
 	}
