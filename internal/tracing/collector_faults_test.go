@@ -3,7 +3,9 @@ package tracing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,4 +160,54 @@ func TestSlowCollector(t *testing.T) {
 	waitFor(t, 15*time.Second, "the abandoned exports to end", func() bool {
 		return !goroutinesIn("otlptracegrpc", "batchSpanProcessor")
 	})
+}
+
+// TestDroppedSpansReported checks that spans the batcher drops because its queue is full are
+// reported at shutdown (the SDK itself only says so in a debug log), and that nothing is
+// reported when nothing was dropped.
+func TestDroppedSpansReported(t *testing.T) {
+	tests := []struct {
+		name     string
+		turns    int
+		wantWarn bool
+	}{
+		{"burst over the queue", 1000, true},
+		{"within the queue", 5, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &countingCollector{delay: 100 * time.Millisecond}
+			addr, _ := serveCollector(t, "127.0.0.1:0", c)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+			t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
+			t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100")
+			var logs logBuffer
+			sink, err := New(WithExporterFromEnv(context.Background()), WithLogger(logs.logger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sendTurns(sink, 0, tt.turns)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := sink.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var warned bool
+			for _, l := range logs.lines() {
+				if strings.Contains(l, "spans dropped") {
+					warned = true
+					if !strings.Contains(l, fmt.Sprintf("spans=%d", tt.turns*7)) || !strings.Contains(l, "dropped=") {
+						t.Errorf("warning %q", l)
+					}
+				}
+			}
+			if warned != tt.wantWarn {
+				t.Errorf("warned %v, want %v; the collector got %d of %d spans:\n%s", warned, tt.wantWarn, c.count(), tt.turns*7, strings.Join(logs.lines(), "\n"))
+			}
+			if !tt.wantWarn && c.count() != tt.turns*7 {
+				t.Errorf("the collector got %d of %d spans", c.count(), tt.turns*7)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -39,6 +40,8 @@ type Sink struct {
 	logger    *slog.Logger
 	exporting bool
 	errors    *exportErrorHandler // nil when not exporting
+	exporter  *countingExporter   // nil when not exporting
+	ended     atomic.Int64        // spans ended, and so handed to the batcher
 
 	mu   sync.Mutex
 	open map[spanKey]trace.Span // spans started and not yet ended
@@ -104,8 +107,10 @@ func New(opts ...Option) (*Sink, error) {
 			s.exporting = true
 			s.errors = newExportErrorHandler(cfg.logger, time.Now)
 			otel.SetErrorHandler(s.errors)
-			// The batcher drops spans when its queue is full rather than blocking the tracker.
-			tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+			// The batcher drops spans when its queue is full rather than blocking the tracker;
+			// counting what reaches the exporter tells Shutdown how many were dropped.
+			s.exporter = &countingExporter{SpanExporter: exp}
+			tpOpts = append(tpOpts, sdktrace.WithBatcher(s.exporter))
 		}
 	}
 
@@ -207,6 +212,7 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 		span.SetStatus(codes.Error, sp.StatusMessage)
 	}
 	span.End(trace.WithTimestamp(sp.End))
+	s.ended.Add(1)
 }
 
 // SessionsActive does nothing: the number of sessions is a metric, not a span.
@@ -247,6 +253,23 @@ func (s *Sink) start(sp *instrument.Span) trace.Span {
 	return span
 }
 
+// countingExporter counts the spans the batcher hands to the exporter.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	exported, failed atomic.Int64
+}
+
+// ExportSpans exports spans and counts them as exported or failed.
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.failed.Add(int64(len(spans)))
+	} else {
+		e.exported.Add(int64(len(spans)))
+	}
+	return err
+}
+
 // spanName is sp.Name, or the operation name when the tracker gave none.
 func spanName(sp *instrument.Span) string {
 	if sp.Name != "" {
@@ -275,9 +298,18 @@ func (s *Sink) Shutdown(ctx context.Context) error {
 		for _, span := range open {
 			span.End()
 		}
+		s.ended.Add(int64(len(open)))
 	}
 
 	err := s.provider.Shutdown(ctx)
+	if e := s.exporter; e != nil && err == nil {
+		// Everything queued has been through the exporter now; what never reached it was
+		// dropped by the batcher, which says so only in an SDK debug log.
+		if lost := s.ended.Load() - e.exported.Load() - e.failed.Load(); lost > 0 {
+			s.logger.Warn("tracing: spans dropped because the export queue was full; raise OTEL_BSP_MAX_QUEUE_SIZE (default 2048)",
+				"dropped", lost, "spans", s.ended.Load())
+		}
+	}
 	if s.errors != nil {
 		s.errors.flush()
 	}
