@@ -71,7 +71,8 @@ func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
 
 // ServeHTTP forwards r to the upstream and the upstream's answer to w. It reports the exchange
 // to the Observer: RequestRead once the request body has been read (or the response began), then
-// ResponseDone before it returns, whatever happened.
+// ResponseDone before it returns, whatever happened. A body over the maximum request size is
+// answered 413 by the proxy itself (and reported); CONNECT is answered 405 (and not reported).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Close (and so drain) the client's body before returning, not after. With full duplex on,
 	// the HTTP/1 server otherwise drains it itself after the handler, hits its end, starts a
@@ -104,7 +105,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "cctrace: CONNECT is not supported: cctrace is a reverse proxy for "+p.upstream.Redacted())
 		return
 	}
-	if max := p.cfg.maxBody; max > 0 && r.ContentLength > max {
+	if limit := p.cfg.maxBody; limit > 0 && r.ContentLength > limit {
 		p.rejectTooLarge(w, r, x, fmt.Sprintf("request body of %d bytes", r.ContentLength))
 		x.resp.End = p.cfg.now()
 		p.obs.ResponseDone(&x.resp, nil)
