@@ -325,7 +325,9 @@ func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
 	case x.decoder != nil:
 		x.decoder.Finish(resp)
 	case x.respCopy != nil:
-		if b, ok := x.respCopy.result(); ok {
+		b, ok := x.respCopy.result()
+		x.respCopy = nil // the Observer owns the copy now
+		if ok {
 			body = b
 		} else {
 			resp.ParseError = fmt.Sprintf("response body over the parse limit of %d bytes (%d bytes forwarded)",
