@@ -105,7 +105,10 @@ run_deploy() {
 }
 
 run_bench() {
-	go test -run='^$' -bench=. -benchtime=1x -short ./...
+	go test -run='^$' -bench=. -benchtime=1x -short ./... || return
+	# The side-by-side harness in its short mode: no timing assertions, but every stream and
+	# body must pass byte-identical through every proxy and spans must reach the collector.
+	bash scripts/bench.sh -short
 }
 
 SELECTED=("$@")
@@ -122,15 +125,19 @@ if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools); fi
 
 go version
 # install_all installs the shared tools (scripts/tools.sh), the browser of the turns page test and
-# tmux for the interactive Claude Code test.
+# tmux for the interactive Claude Code test, and nginx for the benchmark.
 install_all() {
 	install_tools || return
 	local exports
 	exports=$(bash scripts/ui-test-deps.sh) || return
 	eval "$exports"
-	# The interactive end-to-end test drives Claude Code in a tmux pane.
-	if ! command -v tmux >/dev/null 2>&1; then
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >&2 || return
+	# The interactive end-to-end test drives Claude Code in a tmux pane; the benchmark compares
+	# cctrace with nginx.
+	local missing=()
+	command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+	command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+	if [ ${#missing[@]} -gt 0 ]; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2 || return
 	fi
 }
 
