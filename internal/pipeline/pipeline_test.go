@@ -46,6 +46,26 @@ func (s *spans) SpanEnded(sp *instrument.Span) {
 }
 func (s *spans) SessionsActive(int) {}
 
+// waitChat waits until the chat span of the proxy's exchange id has ended.
+func (s *spans) waitChat(t *testing.T, id uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		for _, sp := range s.ended {
+			if sp.Chat != nil && sp.Chat.Request.ExchangeID == id {
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("exchange %d not reported within 10s", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestRecordedSessionsThroughProxy sends the requests Claude Code made in each recorded session
 // (testdata/claude-code) through the real proxy to the fake API running the same scenario, with
 // the pipeline feeding a tracker and the Prometheus metrics. It checks that the metrics count
@@ -104,7 +124,7 @@ func throughProxy(t *testing.T, dir, scenario string) {
 	}
 	raw := loadRaw(t, dir)
 	client := front.Client()
-	for _, ex := range exchanges {
+	for i, ex := range exchanges {
 		r := raw[ex.Seq]
 		req, err := http.NewRequest(r.method, front.URL+r.pathQuery, bytes.NewReader(r.body))
 		if err != nil {
@@ -136,6 +156,11 @@ func throughProxy(t *testing.T, dir, scenario string) {
 		}
 		resp.Body.Close()
 		cancelReq()
+		if r.clientCut > 0 {
+			// The user types the next prompt seconds after pressing Escape; by then the proxy has
+			// seen the cut. Sending it at once would race the cut's report.
+			rec.waitChat(t, uint64(i+1))
+		}
 	}
 	front.Close() // every exchange has ended: the proxy has reported them all
 	cancel()
