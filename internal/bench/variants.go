@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/jaegerconf"
 )
 
 // Variant is one way of reaching the upstream: directly, or through a proxy process.
@@ -272,64 +274,6 @@ func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint st
 	return v, nil
 }
 
-// jaegerConfig is a Jaeger v2 config with every listener on 127.0.0.1 (the same as
-// internal/e2e/harness uses) and a smaller in-memory store. Arguments: metrics, health HTTP,
-// health gRPC, query HTTP, query gRPC, OTLP gRPC, OTLP HTTP ports.
-const jaegerConfig = `service:
-  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    resource:
-      service.name: jaeger
-    metrics:
-      level: basic
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %d
-    logs:
-      level: warn
-extensions:
-  healthcheckv2:
-    use_v2: true
-    http:
-      endpoint: 127.0.0.1:%d
-      status:
-        enabled: true
-        path: /status
-    grpc:
-      endpoint: 127.0.0.1:%d
-      transport: tcp
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 20000
-  jaeger_query:
-    storage:
-      traces: memstore
-    enable_tracing: false
-    http:
-      endpoint: 127.0.0.1:%d
-    grpc:
-      endpoint: 127.0.0.1:%d
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:%d
-      http:
-        endpoint: 127.0.0.1:%d
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-`
-
 // Jaeger is a running Jaeger all-in-one. The zero value is not usable; call StartJaeger.
 type Jaeger struct {
 	Proc *Process
@@ -349,7 +293,13 @@ func StartJaeger(ctx context.Context, dir, bin string) (*Jaeger, error) {
 		ports[i] = p
 	}
 	conf := filepath.Join(dir, "jaeger.yaml")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, jaegerConfig, ports[6], ports[3], ports[5], ports[2], ports[4], ports[0], ports[1]), 0o644); err != nil {
+	cfg := jaegerconf.Loopback(jaegerconf.Ports{
+		OTLPGRPC: ports[0], OTLPHTTP: ports[1],
+		QueryHTTP: ports[2], QueryGRPC: ports[4],
+		HealthHTTP: ports[3], HealthGRPC: ports[5],
+		Metrics: ports[6],
+	}, "warn", 20000)
+	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("writing jaeger config: %w", err)
 	}
 	p, err := StartProcess("jaeger", filepath.Join(dir, "jaeger.log"), nil, bin, "--config", conf)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/jaegerconf"
 )
 
 // Jaeger is a running Jaeger v2 all-in-one with in-memory storage, every listener on
@@ -60,7 +62,12 @@ func startJaegerOnce(bin, dir string, attempt int) (*Jaeger, error) {
 	}
 	j := &Jaeger{otlpGRPC: ports[0], otlpHTTP: ports[1], queryHTTP: ports[2], health: ports[3]}
 	queryGRPC, healthGRPC, metrics := ports[4], ports[5], ports[6]
-	cfg := fmt.Sprintf(jaegerConfig, metrics, j.health, healthGRPC, j.queryHTTP, queryGRPC, j.otlpGRPC, j.otlpHTTP)
+	cfg := jaegerconf.Loopback(jaegerconf.Ports{
+		OTLPGRPC: j.otlpGRPC, OTLPHTTP: j.otlpHTTP,
+		QueryHTTP: j.queryHTTP, QueryGRPC: queryGRPC,
+		HealthHTTP: j.health, HealthGRPC: healthGRPC,
+		Metrics: metrics,
+	}, "info", 100000)
 	cfgPath := filepath.Join(dir, fmt.Sprintf("jaeger-%d.yaml", attempt))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, fmt.Errorf("writing jaeger config: %w", err)
@@ -80,70 +87,6 @@ func startJaegerOnce(bin, dir string, attempt int) (*Jaeger, error) {
 	}
 	return j, nil
 }
-
-// jaegerConfig is a Jaeger v2 (OpenTelemetry Collector) config. Jaeger's built-in defaults
-// listen on all interfaces and on fixed ports, so every listener is named here. Arguments:
-// metrics, health HTTP, health gRPC, query HTTP, query gRPC, OTLP gRPC, OTLP HTTP ports.
-const jaegerConfig = `service:
-  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    resource:
-      service.name: jaeger
-    metrics:
-      level: basic
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %d
-    logs:
-      level: info
-
-extensions:
-  healthcheckv2:
-    use_v2: true
-    http:
-      endpoint: 127.0.0.1:%d
-      status:
-        enabled: true
-        path: /status
-    grpc:
-      endpoint: 127.0.0.1:%d
-      transport: tcp
-
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 100000
-
-  jaeger_query:
-    storage:
-      traces: memstore
-    enable_tracing: false
-    max_clock_skew_adjust: 0s
-    http:
-      endpoint: 127.0.0.1:%d
-    grpc:
-      endpoint: 127.0.0.1:%d
-
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:%d
-      http:
-        endpoint: 127.0.0.1:%d
-
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-`
 
 func (j *Jaeger) healthURL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(j.health) + "/status"
