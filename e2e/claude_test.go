@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http/httptest"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -356,5 +361,49 @@ func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) 
 		if rootSum[k] != expect[k] {
 			t.Errorf("turn roots: sum of %s = %d, fake served %d", k, rootSum[k], expect[k])
 		}
+	}
+}
+
+// TestCctraceRunWithClaudeCode runs the README's first command for real: `cctrace run -- claude`
+// with the Claude Code CLI, no backend, against the fake API.
+func TestCctraceRunWithClaudeCode(t *testing.T) {
+	claudeBin := harness.Claude(t)
+	script, err := fakeapi.Scenario("tool_roundtrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := httptest.NewServer(fakeapi.New(script))
+	defer fake.Close()
+
+	sess := newSession(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cctraceBin, "run", "--upstream", fake.URL, "--",
+		claudeBin, "-p", "Run echo hello-from-fakeapi", "--allowedTools", "Bash", "--output-format", "json")
+	cmd.Dir = sess.dir
+	cmd.Env = append(cleanEnv(),
+		"HOME="+sess.home,
+		"ANTHROPIC_API_KEY="+apiKey,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1",
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("cctrace run -- claude: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	var res claudeResult
+	if err := json.Unmarshal(lastLine(stdout.Bytes()), &res); err != nil || res.SessionID == "" || res.IsError {
+		t.Fatalf("claude's own output through cctrace run: %v\n%s", err, stdout.String())
+	}
+	out := stderr.String()
+	short := res.SessionID[:8]
+	for _, want := range []string{"cctrace " + short + " turn 1", "Bash×1", "end_turn", "cctrace session " + short} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cctrace run output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, apiKey) || strings.Contains(stdout.String(), apiKey) {
+		t.Error("the API key appears in the output")
 	}
 }
