@@ -156,20 +156,7 @@ func (p *bodyParser) system() {
 		sys.Bytes = n
 	case '[':
 		r.array(func() {
-			var blockType, text []byte
-			textLen, hasText := 0, false
-			r.object(func(key []byte) {
-				switch string(key) {
-				case "type":
-					blockType, _ = r.str()
-				case "text":
-					text, textLen, hasText = r.strN()
-				case "cache_control":
-					p.cacheControl()
-				default:
-					r.skip()
-				}
-			})
+			blockType, text, textLen, hasText := p.typedTextBlock()
 			if string(blockType) != "text" || !hasText {
 				return
 			}
@@ -186,6 +173,25 @@ func (p *bodyParser) system() {
 }
 
 // cacheControl reads a cache_control value and counts it when it is an object.
+// typedTextBlock reads a block object keeping only its type and text (raw, with the decoded
+// length), counting its cache_control marker; the caller decides what a non-text block means.
+func (p *bodyParser) typedTextBlock() (typ, text []byte, textLen int, hasText bool) {
+	r := &p.r
+	r.object(func(key []byte) {
+		switch string(key) {
+		case "type":
+			typ, _ = r.str()
+		case "text":
+			text, textLen, hasText = r.strN()
+		case "cache_control":
+			p.cacheControl()
+		default:
+			r.skip()
+		}
+	})
+	return typ, text, textLen, hasText
+}
+
 func (p *bodyParser) cacheControl() {
 	if p.r.peek() == '{' {
 		p.out.CacheBreakpoints++
@@ -379,20 +385,7 @@ func (p *bodyParser) resultContent(rc *resultContent) {
 	}
 	r.array(func() {
 		start := r.i
-		var typ, text []byte
-		textLen, hasText := 0, false
-		r.object(func(key []byte) {
-			switch string(key) {
-			case "type":
-				typ, _ = r.str()
-			case "text":
-				text, textLen, hasText = r.strN()
-			case "cache_control":
-				p.cacheControl()
-			default:
-				r.skip()
-			}
-		})
+		typ, text, textLen, hasText := p.typedTextBlock()
 		if string(typ) == "text" && hasText {
 			addText(text, textLen)
 			return
