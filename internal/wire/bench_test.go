@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -75,6 +76,30 @@ func BenchmarkParseBody(b *testing.B) {
 				if _, err := ParseBody(body, ""); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkBodyCache decodes the next request of a conversation the way the pipeline does: the
+// same history with a new last message (here: one byte of it changed each time), resumed from
+// the previous body.
+func BenchmarkBodyCache(b *testing.B) {
+	for _, size := range []int{10 << 10, 200 << 10, 1 << 20} {
+		body := claudeCodeBody(size)
+		at := bytes.LastIndex(body, []byte("Plan mode is active"))
+		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
+			c := NewBodyCache(0)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				body[at] ^= 'P' ^ 'p'
+				if _, err := c.Parse("session", body, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if resumed, _ := c.Stats(); resumed == 0 {
+				b.Fatal("nothing resumed")
 			}
 		})
 	}

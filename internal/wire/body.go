@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -63,6 +64,36 @@ type bodyParser struct {
 	// results holds the raw first text of every tool_result, for the previews of the last
 	// message (one slice for the whole body rather than one per message).
 	results [][]byte
+
+	// What a BodyCache needs to resume a later body of the same conversation (track set):
+	track bool
+	// starts remembers where each of the last messages began, by index modulo its length.
+	starts [checkpointRing]msgStart
+	// messagesSeen counts "messages" keys; messagesStart is where the last one's array began.
+	messagesSeen  int
+	messagesStart int
+	// head is the request's fields as they stood when the messages array began.
+	head Body
+	// shared is how many messages were copied from a cache entry: their slices are shared with
+	// it and must not be written to.
+	shared int
+	// startsFrom is the first message whose entry in starts is known (when resumed, the
+	// messages before the resume point were not read).
+	startsFrom int
+	// hist hashes the messages array from its start up to histPos: the history hash and the
+	// checkpoints' hashes come from one pass.
+	hist    xxhash.Digest
+	histPos int
+	// checks are where a later body of the conversation can be resumed, set at the end of the
+	// messages array.
+	checks []checkpoint
+}
+
+// msgStart is the decoder's position at the start of one message.
+type msgStart struct {
+	off     int // offset of the message in the body
+	cb      int // CacheBreakpoints counted before it
+	results int // len(bodyParser.results) before it
 }
 
 // messageText is what is remembered of a message's text while the body is being read.
@@ -78,52 +109,96 @@ type messageText struct {
 }
 
 func (p *bodyParser) parse() bool {
+	return p.r.object(p.member)
+}
+
+// member reads one member of the request object.
+func (p *bodyParser) member(key []byte) {
 	r := &p.r
-	return r.object(func(key []byte) {
-		switch string(key) {
-		case "model":
-			p.out.Model = r.text()
-		case "max_tokens":
-			p.out.MaxTokens = r.integer()
-		case "stream":
-			p.out.Stream = r.boolean()
-		case "metadata":
-			r.object(func(key []byte) {
-				if string(key) != "user_id" {
-					r.skip()
-					return
-				}
-				p.out.UserID = r.text()
-				p.out.MetadataSessionID = metadataSessionID(p.out.UserID)
-			})
-		case "thinking":
-			r.object(func(key []byte) {
-				if string(key) == "type" {
-					p.out.Thinking = r.text()
-					return
-				}
+	switch string(key) {
+	case "model":
+		p.out.Model = r.text()
+	case "max_tokens":
+		p.out.MaxTokens = r.integer()
+	case "stream":
+		p.out.Stream = r.boolean()
+	case "metadata":
+		r.object(func(key []byte) {
+			if string(key) != "user_id" {
 				r.skip()
-			})
-		case "output_config":
-			p.outputConfig()
-		case "context_management":
-			p.out.ContextManagement = r.peek() == '{'
-			r.skip()
-		case "system":
-			p.system()
-		case "tools":
-			p.out.Tools.Present = true
-			p.tools()
-		case "messages":
-			r.peek()
-			start := r.i
-			if r.array(p.message) {
-				p.out.HistoryHash = xxhash.Sum64(r.b[start:r.i])
+				return
 			}
-		default:
+			p.out.UserID = r.text()
+			p.out.MetadataSessionID = metadataSessionID(p.out.UserID)
+		})
+	case "thinking":
+		r.object(func(key []byte) {
+			if string(key) == "type" {
+				p.out.Thinking = r.text()
+				return
+			}
 			r.skip()
-		}
-	})
+		})
+	case "output_config":
+		p.outputConfig()
+	case "context_management":
+		p.out.ContextManagement = r.peek() == '{'
+		r.skip()
+	case "system":
+		p.system()
+	case "tools":
+		p.out.Tools.Present = true
+		p.tools()
+	case "messages":
+		p.messages()
+	default:
+		r.skip()
+	}
+}
+
+// messages reads the messages array.
+func (p *bodyParser) messages() {
+	r := &p.r
+	r.peek()
+	p.messagesSeen++
+	if p.track {
+		p.head = *p.out
+	}
+	p.messagesStart = r.i
+	if p.track {
+		p.hist.Reset()
+		p.histPos = r.i
+	}
+	p.messagesEnd(r.array(p.message))
+}
+
+// messagesEnd completes the messages array once it has been read (ok: to its closing bracket).
+func (p *bodyParser) messagesEnd(ok bool) {
+	if !ok {
+		return
+	}
+	if !p.track {
+		p.out.HistoryHash = xxhash.Sum64(p.r.b[p.messagesStart:p.r.i])
+		return
+	}
+	p.checks = p.checks[:0]
+	n := len(p.out.Messages)
+	for k := max(1, n-(checkpointRing-1), p.startsFrom); k < n; k++ {
+		st := p.starts[k%checkpointRing]
+		p.checks = append(p.checks, checkpoint{msgStart: st, k: k, hash: p.hashTo(st.off)})
+	}
+	p.out.HistoryHash = p.hashTo(p.r.i)
+}
+
+// hashTo returns the hash of the messages array from its start to off.
+func (p *bodyParser) hashTo(off int) uint64 {
+	if off < p.histPos {
+		p.hist.Reset()
+		p.histPos = p.messagesStart
+	}
+	_, _ = p.hist.Write(p.r.b[p.histPos:off])
+	p.histPos = off
+	return p.hist.Sum64()
 }
 
 func (p *bodyParser) outputConfig() {
@@ -226,6 +301,9 @@ func (p *bodyParser) tools() {
 // message reads one element of the messages array.
 func (p *bodyParser) message() {
 	r := &p.r
+	if p.track {
+		p.starts[len(p.out.Messages)%checkpointRing] = msgStart{off: r.i, cb: p.out.CacheBreakpoints, results: len(p.results)}
+	}
 	m := Message{Role: RoleOther}
 	var text messageText
 	var toolUseIDs []string
@@ -509,6 +587,11 @@ func (p *bodyParser) finish() {
 			msgs[last].Text = unquotePrefix(raw, HumanTextLimit)
 		}
 		results := msgs[last].ToolResults
+		if last < p.shared && len(results) > 0 {
+			// Shared with a BodyCache entry, which keeps them as decoded, without previews.
+			results = slices.Clone(results)
+			msgs[last].ToolResults = results
+		}
 		for i, raw := range p.results[p.msgs[last].resultsFrom:p.msgs[last].resultsTo] {
 			if raw != nil && i < len(results) {
 				results[i].Preview = unquotePrefix(raw, PreviewLimit)

@@ -97,6 +97,11 @@ func (r *jsonReader) object(fn func(key []byte)) bool {
 		r.depth--
 		return true
 	}
+	return r.members(fn)
+}
+
+// members reads an object's members from the next key on, through its closing brace.
+func (r *jsonReader) members(fn func(key []byte)) bool {
 	for r.err == nil {
 		if r.peek() != '"' {
 			r.fail("looking for object key")
@@ -123,6 +128,23 @@ func (r *jsonReader) object(fn func(key []byte)) bool {
 	return false
 }
 
+// objectRest resumes an object right after one of its members' values: it reads the members
+// that follow, through the closing brace.
+func (r *jsonReader) objectRest(fn func(key []byte)) bool {
+	switch r.peek() {
+	case ',':
+		r.i++
+		return r.members(fn)
+	case '}':
+		r.i++
+		r.depth--
+		return true
+	default:
+		r.fail("after object value")
+		return false
+	}
+}
+
 // array iterates over an array's elements; fn must consume each element exactly once. A value
 // that is not an array is skipped and array returns false.
 func (r *jsonReader) array(fn func()) bool {
@@ -140,6 +162,11 @@ func (r *jsonReader) array(fn func()) bool {
 		r.depth--
 		return true
 	}
+	return r.elements(fn)
+}
+
+// elements reads an array's elements from the next one on, through its closing bracket.
+func (r *jsonReader) elements(fn func()) bool {
 	for r.err == nil {
 		fn()
 		switch r.peek() {

@@ -1,0 +1,318 @@
+package wire
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// checkpointRing is how many of the last messages of a body a BodyCache can resume at, plus one:
+// the last message itself is never a checkpoint, since the next request changes it (Claude Code
+// moves its cache_control marker to the newest message).
+const checkpointRing = 4
+
+// quickCheckLen bounds the prefix hashed first, to tell apart at once the conversations that
+// share a cache key (a session's main thread and its side requests).
+const quickCheckLen = 4 << 10
+
+// DefaultBodyCacheMessages is the default bound of NewBodyCache: decoded messages kept over all
+// conversations. A message costs a few hundred bytes, so the default stays under about 16 MB.
+const DefaultBodyCacheMessages = 32 << 10
+
+// BodyCache decodes request bodies exactly as ParseBody does, faster when a body repeats the
+// start of an earlier one.
+//
+// Claude Code resends the whole conversation with every request and only changes its end: new
+// messages, and the cache_control marker moving to the newest message. So the next body of a
+// conversation usually begins with the same bytes as the last one, up to one of its last
+// messages. For each conversation (its key) BodyCache remembers where the last messages of the
+// latest body began, a hash of the bytes before each of those points, and what the decoder had
+// decoded at each of them: decoded messages and offsets, never the raw bytes. A new body whose
+// start hashes the same is decoded from that point on; hashing runs at memory speed, decoding
+// does not. Anything else is decoded whole.
+//
+// Memory is bounded by the number of decoded messages kept over all conversations; the least
+// recently used are dropped first. A BodyCache is not safe for concurrent use.
+type BodyCache struct {
+	maxMessages int
+	messages    int // decoded messages kept over all entries
+	byKey       map[string][]*list.Element
+	lru         *list.List // of *bodyEntry, most recently used first
+
+	hits, misses int
+
+	// Scratch reused from one Parse to the next: the parser's per-message texts and tool result
+	// texts, which never outlive a Parse.
+	texts   []messageText
+	results [][]byte
+}
+
+// bodyEntry is what a BodyCache remembers of the latest body of one conversation.
+type bodyEntry struct {
+	key string
+	// head is the request's fields before its messages array, with Messages nil;
+	// headHash hashes the bytes before the array.
+	head          Body
+	headHash      uint64
+	messagesStart int
+	// quick hashes the first quickLen bytes of the messages array.
+	quickLen int
+	quick    uint64
+	checks   []checkpoint // by offset, ascending
+	// messages, texts and results are the decoder's state at the last checkpoint; the state at
+	// an earlier one is a prefix of each. Messages are as decoded, before ParseBody's finishing
+	// touches (the texts and previews it keeps of the first and last messages).
+	messages []Message
+	texts    []textSpans
+	results  []span
+}
+
+// checkpoint is one place a later body can be resumed at: the start of message k.
+type checkpoint struct {
+	msgStart
+	k    int
+	hash uint64 // of the messages array's bytes before off
+}
+
+// span is a raw string of the body, by offsets; ok false stands for a nil slice.
+type span struct {
+	from, to int
+	ok       bool
+}
+
+// textSpans is a messageText by offsets.
+type textSpans struct {
+	human span
+	messageText
+}
+
+// NewBodyCache returns a cache keeping at most maxMessages decoded messages (at least one
+// conversation's worth is always kept); maxMessages <= 0 means DefaultBodyCacheMessages.
+func NewBodyCache(maxMessages int) *BodyCache {
+	if maxMessages <= 0 {
+		maxMessages = DefaultBodyCacheMessages
+	}
+	return &BodyCache{maxMessages: maxMessages, byKey: make(map[string][]*list.Element), lru: list.New()}
+}
+
+// Stats reports how many bodies were resumed from a remembered one, and how many were decoded
+// whole.
+func (c *BodyCache) Stats() (resumed, whole int) { return c.hits, c.misses }
+
+// maxEntriesPerKey is how many bodies of one key a BodyCache remembers: a session's main thread
+// and its side requests (titles, summaries) come with the same session id.
+const maxEntriesPerKey = 2
+
+// Parse decodes body as ParseBody(body, contentEncoding) does. key names the conversation the
+// body belongs to (for Claude Code: the session id and the agent id); bodies of one key are
+// compared with each other only.
+func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Body, error) {
+	b, err := Decompress(contentEncoding, body)
+	if err != nil {
+		return nil, fmt.Errorf("decoding request body: %w", err)
+	}
+	p := bodyParser{r: jsonReader{b: b}, out: &Body{}, track: true, msgs: c.texts[:0], results: c.results[:0]}
+	defer func() {
+		// Keep the scratch, without references into this body.
+		clear(p.msgs)
+		clear(p.results)
+		c.texts, c.results = p.msgs[:0], p.results[:0]
+	}()
+	elem, check, digest := c.find(key, b)
+	var ok bool
+	if elem != nil {
+		c.hits++
+		p.resume(elem.Value.(*bodyEntry), check, digest)
+		ok = p.resumeParse()
+	} else {
+		c.misses++
+		ok = p.parse()
+	}
+	if !ok || p.r.end() != nil {
+		if elem != nil {
+			// Decode it whole, for the same error as ParseBody's.
+			return ParseBody(body, contentEncoding)
+		}
+		if p.r.err == nil {
+			return nil, errors.New("decoding request body: not a JSON object")
+		}
+		return nil, fmt.Errorf("decoding request body: %w", p.r.err)
+	}
+	c.store(key, &p, elem, check)
+	p.finish()
+	return p.out, nil
+}
+
+// find looks for a remembered body of key that b begins like, and returns its list element, the
+// furthest checkpoint at which b is known to be the same, and the hash state of b's messages
+// array up to it. elem is nil when there is none.
+func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkpoint, digest xxhash.Digest) {
+	for _, el := range c.byKey[key] {
+		e := el.Value.(*bodyEntry)
+		ms := e.messagesStart
+		if len(b) <= e.checks[0].off || xxhash.Sum64(b[ms:ms+e.quickLen]) != e.quick || xxhash.Sum64(b[:ms]) != e.headHash {
+			continue
+		}
+		d := xxhash.New()
+		pos, found := ms, false
+		for _, ck := range e.checks {
+			if ck.off >= len(b) {
+				break
+			}
+			_, _ = d.Write(b[pos:ck.off])
+			pos = ck.off
+			if d.Sum64() != ck.hash {
+				break
+			}
+			elem, check, digest, found = el, ck, *d, true
+		}
+		if found {
+			return elem, check, digest
+		}
+	}
+	return nil, checkpoint{}, digest
+}
+
+// resume sets the parser to the state it would have at check after decoding b from its start.
+func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxhash.Digest) {
+	b := p.r.b
+	rebase := func(s span) []byte {
+		if !s.ok {
+			return nil
+		}
+		return b[s.from:s.to:s.to]
+	}
+	*p.out = e.head
+	p.out.Tools.Names = slices.Clone(e.head.Tools.Names)
+	p.out.Messages = append(make([]Message, 0, check.k+checkpointRing), e.messages[:check.k]...)
+	p.out.CacheBreakpoints = check.cb
+	for _, t := range e.texts[:check.k] {
+		mt := t.messageText
+		mt.human = rebase(t.human)
+		p.msgs = append(p.msgs, mt)
+	}
+	for _, s := range e.results[:check.results] {
+		p.results = append(p.results, rebase(s))
+	}
+	p.head = e.head
+	p.messagesSeen = 1
+	p.messagesStart = e.messagesStart
+	p.shared = check.k
+	p.startsFrom = check.k
+	for _, ck := range e.checks {
+		if ck.k < check.k {
+			p.starts[ck.k%checkpointRing] = ck.msgStart
+			p.startsFrom = min(p.startsFrom, ck.k)
+		}
+	}
+	p.hist, p.histPos = digest, check.off
+	p.r.i = check.off
+	p.r.depth = 2 // in the request object, in its messages array
+}
+
+// resumeParse decodes the rest of the body after resume: the remaining messages, then the
+// remaining members of the request object.
+func (p *bodyParser) resumeParse() bool {
+	p.messagesEnd(p.r.elements(p.message))
+	return p.r.objectRest(p.member)
+}
+
+// store remembers the body p decoded (before p.finish) under key, in place of the entry it was
+// resumed from, if any.
+func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromCheck checkpoint) {
+	n := len(p.out.Messages)
+	if p.messagesSeen != 1 || n < 2 || len(p.checks) == 0 {
+		return
+	}
+	b := p.r.b
+	checks := slices.Clone(p.checks)
+	last := checks[len(checks)-1]
+
+	var e *bodyEntry
+	keep := 0 // messages (and texts, results) of e still valid
+	if from != nil {
+		// The old entry's state up to its checkpoint is this body's too: extend it in place.
+		e = from.Value.(*bodyEntry)
+		keep = fromCheck.k
+		c.messages -= len(e.messages)
+		e.results = e.results[:fromCheck.results]
+	} else {
+		e = &bodyEntry{key: key}
+		e.results = nil
+	}
+	e.messages = append(e.messages[:keep], p.out.Messages[keep:last.k]...)
+	e.texts = e.texts[:keep]
+	spanOf := func(raw []byte) span {
+		if raw == nil {
+			return span{}
+		}
+		from := cap(b) - cap(raw)
+		return span{from: from, to: from + len(raw), ok: true}
+	}
+	for _, t := range p.msgs[keep:last.k] {
+		e.texts = append(e.texts, textSpans{human: spanOf(t.human), messageText: t})
+		e.texts[len(e.texts)-1].messageText.human = nil
+	}
+	for _, raw := range p.results[len(e.results):last.results] {
+		e.results = append(e.results, spanOf(raw))
+	}
+	// finish writes the previews of the last user or assistant message into its tool results:
+	// when that message is among those kept, keep its own copy of them.
+	for i := n - 1; i >= 0; i-- {
+		if r := p.out.Messages[i].Role; r == RoleUser || r == RoleAssistant {
+			if i < last.k {
+				e.messages[i].ToolResults = slices.Clone(e.messages[i].ToolResults)
+			}
+			break
+		}
+	}
+	e.head = p.head
+	e.head.Messages = nil
+	e.head.Tools.Names = slices.Clone(p.head.Tools.Names)
+	e.messagesStart = p.messagesStart
+	e.headHash = xxhash.Sum64(b[:p.messagesStart])
+	e.checks = checks
+	e.quickLen = min(quickCheckLen, checks[0].off-p.messagesStart)
+	e.quick = xxhash.Sum64(b[p.messagesStart : p.messagesStart+e.quickLen])
+	c.messages += len(e.messages)
+
+	if from != nil {
+		c.lru.MoveToFront(from)
+		c.touch(key, from)
+	} else {
+		els := append([]*list.Element{c.lru.PushFront(e)}, c.byKey[key]...)
+		c.byKey[key] = els
+		if len(els) > maxEntriesPerKey {
+			c.evict(els[len(els)-1])
+		}
+	}
+	for c.messages > c.maxMessages && c.lru.Len() > 1 {
+		c.evict(c.lru.Back())
+	}
+}
+
+// touch moves el to the front of key's entries.
+func (c *BodyCache) touch(key string, el *list.Element) {
+	els := c.byKey[key]
+	i := slices.Index(els, el)
+	if i > 0 {
+		copy(els[1:i+1], els[:i])
+		els[0] = el
+	}
+}
+
+// evict forgets an entry.
+func (c *BodyCache) evict(el *list.Element) {
+	e := el.Value.(*bodyEntry)
+	els := slices.DeleteFunc(c.byKey[e.key], func(x *list.Element) bool { return x == el })
+	if len(els) == 0 {
+		delete(c.byKey, e.key)
+	} else {
+		c.byKey[e.key] = els
+	}
+	c.messages -= len(e.messages)
+	c.lru.Remove(el)
+}

@@ -1,0 +1,319 @@
+package wire
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// parseBoth decodes body with the cache and with ParseBody and fails unless both give the same
+// result (or the same error). It reports whether the cache resumed an earlier body.
+func parseBoth(t testing.TB, c *BodyCache, key string, body []byte, encoding string) bool {
+	t.Helper()
+	before, _ := c.Stats()
+	got, gotErr := c.Parse(key, body, encoding)
+	want, wantErr := ParseBody(body, encoding)
+	after, _ := c.Stats()
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("BodyCache.Parse error %v, ParseBody error %v", gotErr, wantErr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		t.Fatalf("BodyCache.Parse differs from ParseBody (resumed %v)\ncache:     %s\nParseBody: %s", after > before, g, w)
+	}
+	return after > before
+}
+
+// TestBodyCacheRecorded decodes every request of every recorded Claude Code session in order,
+// keyed as the pipeline keys them, and checks each against ParseBody.
+func TestBodyCacheRecorded(t *testing.T) {
+	dirs, err := filepath.Glob("../../testdata/claude-code/*/001.json")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no recordings: %v", err)
+	}
+	c := NewBodyCache(0)
+	requests := 0
+	for _, first := range dirs {
+		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(first), "[0-9][0-9][0-9].json"))
+		sort.Strings(paths)
+		for _, p := range paths {
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec struct {
+				Path            string              `json:"path"`
+				Headers         map[string][]string `json:"headers"`
+				ContentEncoding string              `json:"content_encoding"`
+				Body            json.RawMessage     `json:"body"`
+			}
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if len(rec.Body) == 0 || !strings.HasPrefix(rec.Path, "/v1/messages") {
+				continue
+			}
+			h := ParseHeaders(rec.Headers)
+			parseBoth(t, c, h.SessionID+"\x00"+h.AgentID, rec.Body, rec.ContentEncoding)
+			requests++
+		}
+	}
+	resumed, whole := c.Stats()
+	t.Logf("%d recorded requests: %d resumed, %d decoded whole", requests, resumed, whole)
+	if resumed == 0 {
+		t.Error("no recorded request was resumed from an earlier one of its session")
+	}
+}
+
+// conversation builds Claude-Code-shaped request bodies of a growing conversation.
+type conversation struct {
+	msgs        []map[string]any
+	systemFirst bool // put system and tools before messages
+	lastCC      int  // how many of the last messages carry cache_control (Claude Code: 1)
+}
+
+func (cv *conversation) add(role string, blocks ...map[string]any) {
+	cv.msgs = append(cv.msgs, map[string]any{"role": role, "content": blocks})
+}
+
+func text(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+
+func toolUse(id, name string) map[string]any {
+	return map[string]any{"type": "tool_use", "id": id, "name": name, "input": map[string]any{"path": "/x/" + id}}
+}
+
+func toolResult(id, content string, isError bool) map[string]any {
+	return map[string]any{"type": "tool_result", "tool_use_id": id, "content": content, "is_error": isError}
+}
+
+// body encodes the conversation with cache_control on the last block of its last lastCC
+// messages, as Claude Code moves it along.
+func (cv *conversation) body(t testing.TB) []byte {
+	t.Helper()
+	msgs := make([]map[string]any, len(cv.msgs))
+	for i, m := range cv.msgs {
+		if i < len(cv.msgs)-max(cv.lastCC, 1) {
+			msgs[i] = m
+			continue
+		}
+		blocks := append([]map[string]any(nil), m["content"].([]map[string]any)...)
+		lastBlock := map[string]any{}
+		for k, v := range blocks[len(blocks)-1] {
+			lastBlock[k] = v
+		}
+		lastBlock["cache_control"] = map[string]any{"type": "ephemeral"}
+		blocks[len(blocks)-1] = lastBlock
+		msgs[i] = map[string]any{"role": m["role"], "content": blocks}
+	}
+	system := []map[string]any{text("x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=cli;"), text("You are Claude Code.")}
+	tools := []map[string]any{{"name": "Read", "input_schema": map[string]any{"type": "object"}}, {"name": "Agent", "defer_loading": true, "cache_control": map[string]any{"type": "ephemeral"}}}
+	var b bytes.Buffer
+	enc := func(k string, v any) {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('{')
+	enc("model", "claude-opus-4-7")
+	if cv.systemFirst {
+		enc("system", system)
+		enc("tools", tools)
+		enc("messages", msgs)
+	} else {
+		enc("messages", msgs)
+		enc("system", system)
+		enc("tools", tools)
+	}
+	enc("metadata", map[string]any{"user_id": `{"session_id":"s-1"}`})
+	enc("max_tokens", 32000)
+	enc("stream", true)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func TestBodyCacheConversation(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		systemFirst bool
+		lastCC      int
+	}{
+		{"claude code order", false, 1},
+		{"system first", true, 1},
+		{"two cache markers", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewBodyCache(0)
+			cv := &conversation{systemFirst: tc.systemFirst, lastCC: tc.lastCC}
+			cv.add("user", text("<system-reminder>\nCLAUDE.md says hi\n</system-reminder>"), text("Fix the retry loop"))
+			if parseBoth(t, c, "s", cv.body(t), "") {
+				t.Fatal("first body resumed")
+			}
+			side := &conversation{}
+			side.add("user", text("Write a title for: Fix the retry loop"))
+			resumed := 0
+			for i := range 12 {
+				id := fmt.Sprintf("toolu_%02d", i)
+				cv.add("assistant", text("Reading."), toolUse(id, "Read"))
+				content := "package main\n\"quoted\" \\ ünï"
+				if i == 3 {
+					content = "Done.\nagentId: a3f9c1d27b8e4c05 (use SendMessage)"
+				}
+				cv.add("user", toolResult(id, content, i == 5))
+				switch i {
+				case 2:
+					// A system-role message, as Claude Code sends for Plan Mode.
+					cv.add("system", text("Plan mode is active. Do not edit."))
+				case 4:
+					cv.add("system", text("## Exited Plan Mode"))
+					cv.add("user", text("<command-name>/compact</command-name>"))
+				case 7:
+					cv.add("user", text("<task-notification>agent finished</task-notification>"), text("carry on"))
+				}
+				if parseBoth(t, c, "s", cv.body(t), "") {
+					resumed++
+				}
+				if i%4 == 1 {
+					// A side request of the same session in between.
+					parseBoth(t, c, "s", side.body(t), "")
+					side.add("assistant", text("Retry loop fix"))
+					side.add("user", text("again"))
+				}
+			}
+			if resumed < 10 {
+				t.Errorf("%d of 12 growing bodies resumed, want at least 10", resumed)
+			}
+
+			// A retry: the very same body.
+			same := cv.body(t)
+			if !parseBoth(t, c, "s", same, "") {
+				t.Error("identical body not resumed")
+			}
+			// Gzip.
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			_, _ = zw.Write(same)
+			_ = zw.Close()
+			parseBoth(t, c, "s", gz.Bytes(), "gzip")
+			// An early message rewritten (context editing): decoded whole, same result.
+			cv.msgs[1] = map[string]any{"role": "assistant", "content": []map[string]any{text("[cleared]")}}
+			parseBoth(t, c, "s", cv.body(t), "")
+			// The history shrinks (a compaction) and grows again.
+			cv.msgs = cv.msgs[:3]
+			parseBoth(t, c, "s", cv.body(t), "")
+			cv.add("assistant", text("ok"))
+			cv.add("user", text("next"))
+			parseBoth(t, c, "s", cv.body(t), "")
+			// The last message alone changes.
+			cv.msgs[len(cv.msgs)-1] = map[string]any{"role": "user", "content": []map[string]any{text("other")}}
+			parseBoth(t, c, "s", cv.body(t), "")
+			// Cut short, or broken after the shared prefix: the same errors as ParseBody.
+			good := cv.body(t)
+			parseBoth(t, c, "s", good[:len(good)-40], "")
+			broken := bytes.Clone(good)
+			broken[len(broken)-30] = '#'
+			parseBoth(t, c, "s", broken, "")
+			parseBoth(t, c, "s", append(bytes.Clone(good), `,"x":1`...), "")
+			// The same bytes under another key: decoded whole.
+			if parseBoth(t, c, "other", good, "") {
+				t.Error("resumed across keys")
+			}
+		})
+	}
+}
+
+// TestBodyCacheShorterBody resumes bodies that end just after a checkpoint, so that the next
+// body's checkpoints come partly from the entry.
+func TestBodyCacheShorterBody(t *testing.T) {
+	c := NewBodyCache(0)
+	cv := &conversation{}
+	for i := range 6 {
+		cv.add("user", text(fmt.Sprintf("prompt %d", i)))
+		cv.add("assistant", text(fmt.Sprintf("answer %d", i)))
+	}
+	full := append([]map[string]any(nil), cv.msgs...)
+	for _, n := range []int{12, 11, 10, 12, 9, 12, 2, 3} {
+		cv.msgs = full[:n]
+		parseBoth(t, c, "k", cv.body(t), "")
+	}
+}
+
+func TestBodyCacheBounded(t *testing.T) {
+	c := NewBodyCache(50)
+	for s := range 20 {
+		cv := &conversation{}
+		for i := range 15 {
+			cv.add("user", text(fmt.Sprintf("prompt %d", i)))
+			cv.add("assistant", text("answer"))
+			parseBoth(t, c, fmt.Sprint("session", s), cv.body(t), "")
+		}
+		if c.messages > 50 && c.lru.Len() > 1 {
+			t.Fatalf("%d messages kept in %d entries, bound 50", c.messages, c.lru.Len())
+		}
+	}
+	n := 0
+	for _, els := range c.byKey {
+		n += len(els)
+	}
+	if n != c.lru.Len() {
+		t.Fatalf("%d entries by key, %d in the LRU list", n, c.lru.Len())
+	}
+}
+
+// TestBodyCacheKeepsNoBody checks that nothing a BodyCache keeps refers to a body's bytes: a
+// body overwritten after Parse (its buffer reused) changes nothing.
+func TestBodyCacheKeepsNoBody(t *testing.T) {
+	c := NewBodyCache(0)
+	cv := &conversation{}
+	for i := range 8 {
+		cv.add("user", text(fmt.Sprintf("prompt %d", i)), toolResult(fmt.Sprint("t", i), "result text", false))
+		cv.add("assistant", text("answer"), toolUse(fmt.Sprint("t", i+1), "Read"))
+		body := cv.body(t)
+		got, err := c.Parse("k", body, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ParseBody(cv.body(t), "")
+		for j := range body {
+			body[j] = 'x'
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded body changed when its bytes were overwritten")
+		}
+	}
+}
+
+// FuzzBodyCache decodes a body, then another that shares a prefix of it, and checks the second
+// against ParseBody.
+func FuzzBodyCache(f *testing.F) {
+	cv := &conversation{}
+	cv.add("user", text("hi"))
+	cv.add("assistant", text("hello"), toolUse("t1", "Read"))
+	cv.add("user", toolResult("t1", "x", false))
+	cv.add("assistant", text("done"))
+	seed := cv.body(f)
+	f.Add(seed, uint(len(seed)-60), []byte(`{"role":"user","content":"more"}],"stream":true}`))
+	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`))
+	f.Fuzz(func(t *testing.T, a []byte, cut uint, tail []byte) {
+		c := NewBodyCache(0)
+		parseBoth(t, c, "k", a, "")
+		b := append(bytes.Clone(a[:int(cut%uint(len(a)+1))]), tail...)
+		parseBoth(t, c, "k", b, "")
+		parseBoth(t, c, "k", a, "")
+	})
+}
