@@ -135,16 +135,11 @@ func Play(target Target, exchanges []*Exchange) {
 		}
 		return !a.end && b.end
 	})
+	bodies := wire.NewBodyCache(0)
 	for _, ev := range events {
 		if !ev.end {
 			req := ev.ex.Request
-			if len(ev.ex.Body) > 0 && req.Endpoint != wire.EndpointOther {
-				if b, err := wire.ParseBody(ev.ex.Body, req.ContentEncoding); err != nil {
-					req.ParseError = err.Error()
-				} else {
-					req.Body = b
-				}
-			}
+			_ = bodies.DecodeRequest(req, ev.ex.Body)
 			target.Request(req)
 			continue
 		}

@@ -146,6 +146,22 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	return p.out, nil
 }
 
+// DecodeRequest decodes the body of a Messages API or count_tokens request into req.Body, keyed
+// by the request's session and agent ids, and records in req.ParseError why it could not (the
+// error is also returned). Other endpoints' bodies, and empty ones, are left alone.
+func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
+	if len(body) == 0 || req.Endpoint == EndpointOther {
+		return nil
+	}
+	b, err := c.Parse(req.Headers.SessionID+"\x00"+req.Headers.AgentID, body, req.ContentEncoding)
+	if err != nil {
+		req.ParseError = err.Error()
+		return err
+	}
+	req.Body = b
+	return nil
+}
+
 // find looks for a remembered body of key that b begins like, and returns its list element, the
 // furthest checkpoint at which b is known to be the same, and the hash state of b's messages
 // array up to it. elem is nil when there is none.
