@@ -10,11 +10,13 @@ type boundedCopy struct {
 }
 
 // newBoundedCopy returns a copy bounded by limit. sizeHint is the body's Content-Length, or -1
-// when unknown; the buffer starts at that size when it fits the limit.
+// when unknown; when it fits the limit the buffer starts with room for that many bytes, taken
+// from the body pools (see getBody). A body that outgrows its buffer moves to a larger one that
+// append allocates; the pooled one is left to the garbage collector.
 func newBoundedCopy(limit, sizeHint int64) *boundedCopy {
 	c := &boundedCopy{limit: limit}
 	if sizeHint > 0 && sizeHint <= limit {
-		c.buf = make([]byte, 0, sizeHint)
+		c.buf = getBody(sizeHint)
 	}
 	return c
 }
@@ -30,19 +32,28 @@ func (c *boundedCopy) add(p []byte) {
 	}
 	if c.n > c.limit {
 		c.over = true
-		c.buf = nil
+		c.drop()
 		return
 	}
 	c.buf = append(c.buf, p...)
 }
 
-// result returns the copy, nil for an empty body; ok is false when the body went over the limit.
-func (c *boundedCopy) result() (body []byte, ok bool) {
+// take hands the copy over: nil for an empty body; ok is false when the body went over the
+// limit. The copy lets go of its buffer, which from then on belongs to the caller.
+func (c *boundedCopy) take() (body []byte, ok bool) {
 	if c.over {
 		return nil, false
 	}
 	if c.n == 0 {
+		c.drop()
 		return nil, true
 	}
-	return c.buf, true
+	body, c.buf = c.buf, nil
+	return body, true
+}
+
+// drop gives the buffer back to the body pools: nothing will read it.
+func (c *boundedCopy) drop() {
+	RecycleBody(c.buf)
+	c.buf = nil
 }

@@ -6,6 +6,10 @@ import "github.com/cctrace/cctrace/internal/wire"
 // goroutines, so an Observer must return at once (hand off to a channel, never block or parse).
 //
 // For every exchange, RequestRead is called exactly once, then ResponseDone exactly once.
+//
+// The body copies come from pools of buffers. An Observer that is done with a body (and keeps no
+// reference into it) may give it back, once, with RecycleBody, so that a later exchange's copy
+// does not allocate; one that never does only leaves more to the garbage collector.
 type Observer interface {
 	// RequestRead is called when the request body has been read to its end (or abandoned, or was
 	// found to be over the parse limit). req.Body is nil: decoding is the observer's job, off the

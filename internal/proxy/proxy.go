@@ -325,7 +325,7 @@ func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
 	case x.decoder != nil:
 		x.decoder.Finish(resp)
 	case x.respCopy != nil:
-		b, ok := x.respCopy.result()
+		b, ok := x.respCopy.take()
 		x.respCopy = nil // the Observer owns the copy now
 		if ok {
 			body = b

@@ -139,14 +139,15 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	whole := t.ended()
 	switch {
 	case t.err != nil:
+		t.copy.drop()
 		return nil, size, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)
 	case !whole:
+		t.copy.drop()
 		return nil, size, fmt.Sprintf("request body not read to its end (%d bytes forwarded)", size)
 	}
-	b, ok := t.copy.result()
 	// The copy now belongs to the Observer: the tap lives as long as the response, and holding
 	// it here kept every request body alive until its stream ended.
-	t.copy.buf = nil
+	b, ok := t.copy.take()
 	if !ok {
 		return nil, size, fmt.Sprintf("request body over the parse limit of %d bytes (%d bytes forwarded)", t.copy.limit, size)
 	}
