@@ -98,6 +98,7 @@ func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
 	if p.queued > 0 && p.queued+len(ev.body) > p.budget {
+		proxy.RecycleBody(ev.body)
 		ev.body = nil
 		p.dropped++
 		if ev.req != nil && ev.req.ParseError == "" {
@@ -161,6 +162,10 @@ func (p *Pipeline) drain() {
 		for i := range batch {
 			n := len(batch[i].body)
 			p.handle(batch[i])
+			// Nothing handle keeps refers to the body (wire copies the text it keeps; a
+			// BodyCache keeps offsets and hashes), so it can go back to the proxy for a later
+			// exchange's copy. recycle_test.go checks it.
+			proxy.RecycleBody(batch[i].body)
 			batch[i] = event{}
 			if n > 0 {
 				// Bodies count against the budget until decoded, not only while queued: a
