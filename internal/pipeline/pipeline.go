@@ -27,6 +27,9 @@ type Pipeline struct {
 	// endpoints remembers, per exchange in flight, what its response decodes as. Only the
 	// pipeline goroutine touches it.
 	endpoints map[uint64]wire.Endpoint
+	// bodies decodes request bodies, each from where the last body of its conversation stops
+	// being the same. Only the pipeline goroutine touches it.
+	bodies *wire.BodyCache
 
 	mu      sync.Mutex
 	queue   []event
@@ -76,6 +79,7 @@ func New(tr *instrument.Tracker, opts ...Option) *Pipeline {
 		tick:      time.Second,
 		budget:    DefaultQueueBudget,
 		endpoints: make(map[uint64]wire.Endpoint),
+		bodies:    wire.NewBodyCache(0),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
@@ -183,14 +187,8 @@ func (p *Pipeline) handle(ev event) {
 	case ev.req != nil:
 		req := ev.req
 		p.endpoints[req.ExchangeID] = req.Endpoint
-		if len(ev.body) > 0 && req.Endpoint != wire.EndpointOther {
-			body, err := wire.ParseBody(ev.body, req.ContentEncoding)
-			if err != nil {
-				req.ParseError = err.Error()
-				p.log.Debug("request body not decoded", "path", req.Path, "error", err)
-			} else {
-				req.Body = body
-			}
+		if err := p.bodies.DecodeRequest(req, ev.body); err != nil {
+			p.log.Debug("request body not decoded", "path", req.Path, "error", err)
 		}
 		p.tracker.Request(req)
 	case ev.resp != nil:
