@@ -85,8 +85,9 @@ type bodyParser struct {
 	hist    xxhash.Digest
 	histPos int
 	// checks are where a later body of the conversation can be resumed, set at the end of the
-	// messages array.
-	checks []checkpoint
+	// messages array. known are checkpoints of the entry a resumed parse started from, up to the
+	// one it resumed at: their hashes hold for this body too.
+	checks, known []checkpoint
 }
 
 // msgStart is the decoder's position at the start of one message.
@@ -193,6 +194,13 @@ func (p *bodyParser) messagesEnd(ok bool) {
 // hashTo returns the hash of the messages array from its start to off.
 func (p *bodyParser) hashTo(off int) uint64 {
 	if off < p.histPos {
+		// Before the resume point (a body no longer than the last): known, unless it falls
+		// between checkpoints.
+		for _, ck := range p.known {
+			if ck.off == off {
+				return ck.hash
+			}
+		}
 		p.hist.Reset()
 		p.histPos = p.messagesStart
 	}

@@ -225,6 +225,11 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxhash.Digest
 		}
 	}
 	p.hist, p.histPos = digest, check.off
+	for i, ck := range e.checks {
+		if ck.k == check.k {
+			p.known = e.checks[:i+1]
+		}
+	}
 	p.r.i = check.off
 	p.r.depth = 2 // in the request object, in its messages array
 }
