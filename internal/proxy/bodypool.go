@@ -9,20 +9,32 @@ import (
 // size of its body, hands it to the Observer, which decodes it and drops it, and with bodies of a
 // few MiB that garbage is most of what the collector does.
 //
-// The classes are the powers of two from 64 KiB to 32 MiB (DefaultParseLimit). A body takes the
-// smallest class that holds it, so its buffer is never more than twice its size: that keeps the
-// memory of bodies waiting to be decoded within twice what the Observer counts of them. Bodies of
-// up to 32 KiB (which would waste more of a 64 KiB buffer than that), of unknown size, or over
-// 32 MiB get a buffer of their own, as before.
+// The classes run from 64 KiB to 32 MiB (DefaultParseLimit), four per power of two: 64, 80, 96,
+// 112, 128, 160 KiB and so on, each a quarter of its power of two apart. A body takes the
+// smallest class that holds it, so from 64 KiB up the part of its buffer it leaves unused is less
+// than a quarter of the body. With one class per power of two that part reached the body's own size: 128
+// uploads of just over 1 MiB each held 2 MiB buffers, 256 MiB in all, while they were copied.
+// Bodies of up to 32 KiB (which would waste more of a 64 KiB buffer than that), of unknown size,
+// or over 32 MiB get a buffer of their own, as before.
 const (
 	minBodyClassShift = 16
 	maxBodyClassShift = 25
 	minBodyClass      = 1 << minBodyClassShift
 	maxBodyClass      = 1 << maxBodyClassShift
+
+	// bodyClassSteps is the number of classes per power of two, a power of two itself; the
+	// classes from 1<<s up are q<<(s-bodyClassStepShift) for q from bodyClassSteps to
+	// 2*bodyClassSteps-1.
+	bodyClassStepShift = 2
+	bodyClassSteps     = 1 << bodyClassStepShift
+
+	// numBodyClasses counts the classes: bodyClassSteps per power of two below the largest,
+	// and the largest.
+	numBodyClasses = (maxBodyClassShift-minBodyClassShift)*bodyClassSteps + 1
 )
 
 // bodyPools holds, per class, *[]byte of length 0 and capacity exactly the class size.
-var bodyPools [maxBodyClassShift - minBodyClassShift + 1]sync.Pool
+var bodyPools [numBodyClasses]sync.Pool
 
 // bodyClass returns the index in bodyPools of the class a body of n bytes takes, and false when
 // it takes none.
@@ -30,7 +42,28 @@ func bodyClass(n int64) (int, bool) {
 	if n <= minBodyClass/2 || n > maxBodyClass {
 		return 0, false
 	}
-	return max(bits.Len64(uint64(n-1)), minBodyClassShift) - minBodyClassShift, true
+	if n <= minBodyClass {
+		return 0, true
+	}
+	// 1<<s <= n-1 < 1<<(s+1); n-1 lies in the step q of that power of two, and the class above
+	// it, q+1 (which may be the next power of two), is the smallest that holds n.
+	s := bits.Len64(uint64(n-1)) - 1
+	q := int((n - 1) >> (s - bodyClassStepShift))
+	return (s-minBodyClassShift)*bodyClassSteps + q + 1 - bodyClassSteps, true
+}
+
+// bodyClassSize returns the capacity of the buffers of class i.
+func bodyClassSize(i int) int64 {
+	s, q := i/bodyClassSteps, i%bodyClassSteps
+	return int64(bodyClassSteps+q) << (minBodyClassShift + s - bodyClassStepShift)
+}
+
+// bodyCap returns the capacity of the buffer getBody(n) returns: what a copy of n bytes holds.
+func bodyCap(n int64) int64 {
+	if class, ok := bodyClass(n); ok {
+		return bodyClassSize(class)
+	}
+	return n
 }
 
 // getBody returns an empty buffer with room for n bytes: pooled, with its class's capacity, when
@@ -43,7 +76,7 @@ func getBody(n int64) []byte {
 	if bp, _ := bodyPools[class].Get().(*[]byte); bp != nil {
 		return (*bp)[:0]
 	}
-	return make([]byte, 0, minBodyClass<<class)
+	return make([]byte, 0, bodyClassSize(class))
 }
 
 // RecycleBody gives a body copy that the proxy handed to an Observer back to the proxy, to copy
@@ -53,10 +86,23 @@ func getBody(n int64) []byte {
 // collector. A b whose capacity is not exactly the size of one of the pools' classes (nil, a
 // small body, or one that outgrew its buffer) is ignored.
 func RecycleBody(b []byte) {
-	c := cap(b)
-	if c < minBodyClass || c > maxBodyClass || c&(c-1) != 0 {
+	class, ok := classOfSize(int64(cap(b)))
+	if !ok {
 		return
 	}
 	b = b[:0]
-	bodyPools[bits.Len(uint(c))-1-minBodyClassShift].Put(&b)
+	bodyPools[class].Put(&b)
+}
+
+// classOfSize returns the class whose buffers have capacity c, and false when c is no class's.
+func classOfSize(c int64) (int, bool) {
+	if c < minBodyClass || c > maxBodyClass {
+		return 0, false
+	}
+	s := bits.Len64(uint64(c)) - 1
+	if c&(1<<(s-bodyClassStepShift)-1) != 0 {
+		return 0, false // between two classes
+	}
+	q := int(c>>(s-bodyClassStepShift)) - bodyClassSteps
+	return (s-minBodyClassShift)*bodyClassSteps + q, true
 }

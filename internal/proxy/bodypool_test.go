@@ -25,10 +25,15 @@ func TestBodyClasses(t *testing.T) {
 		{32 << 10, 32 << 10, false},
 		{32<<10 + 1, 64 << 10, true},
 		{64 << 10, 64 << 10, true},
-		{64<<10 + 1, 128 << 10, true},
-		{200 << 10, 256 << 10, true},
+		{64<<10 + 1, 80 << 10, true},
+		{80 << 10, 80 << 10, true},
+		{100 << 10, 112 << 10, true},
+		{112<<10 + 1, 128 << 10, true},
+		{200 << 10, 224 << 10, true},
 		{1 << 20, 1 << 20, true},
-		{1<<20 + 1, 2 << 20, true},
+		{1<<20 + 1, 1280 << 10, true},
+		{3 << 20, 3 << 20, true},
+		{28<<20 + 1, 32 << 20, true},
 		{32 << 20, 32 << 20, true},
 		{32<<20 + 1, 32<<20 + 1, false},
 	} {
@@ -38,18 +43,66 @@ func TestBodyClasses(t *testing.T) {
 				t.Fatalf("bodyClass(%d) pooled = %v, want %v", tt.n, pooled, tt.pooled)
 			}
 			if pooled {
-				if got := int64(minBodyClass) << class; got != tt.wantCap {
+				if got := bodyClassSize(class); got != tt.wantCap {
 					t.Errorf("bodyClass(%d) = class of %d bytes, want %d", tt.n, got, tt.wantCap)
 				}
 			}
+			if got := bodyCap(tt.n); got != tt.wantCap {
+				t.Errorf("bodyCap(%d) = %d, want %d", tt.n, got, tt.wantCap)
+			}
 			if tt.n > 2<<20 {
-				return // the class is checked; spare the test a 32 MiB buffer
+				return // the class is checked; spare the test a large buffer
 			}
 			b := getBody(tt.n)
 			if len(b) != 0 || int64(cap(b)) != tt.wantCap {
 				t.Errorf("getBody(%d): len %d cap %d, want len 0 cap %d", tt.n, len(b), cap(b), tt.wantCap)
 			}
 		})
+	}
+}
+
+// TestBodyClassSizes checks every class: four per power of two from 64 KiB to 32 MiB, each the
+// smallest that holds the sizes above the one below it, and none wasting a quarter of a body
+// above 64 KiB.
+func TestBodyClassSizes(t *testing.T) {
+	var want []int64
+	for s := minBodyClassShift; s < maxBodyClassShift; s++ {
+		for q := int64(4); q < 8; q++ {
+			want = append(want, q<<(s-2))
+		}
+	}
+	want = append(want, maxBodyClass)
+	if len(want) != numBodyClasses {
+		t.Fatalf("%d class sizes, want numBodyClasses = %d", len(want), numBodyClasses)
+	}
+	for i, size := range want {
+		if got := bodyClassSize(i); got != size {
+			t.Fatalf("bodyClassSize(%d) = %d, want %d", i, got, size)
+		}
+		if c, ok := classOfSize(size); !ok || c != i {
+			t.Errorf("classOfSize(%d) = %d, %v; want %d, true", size, c, ok, i)
+		}
+		for _, c := range []int64{size - 1, size + 1, size + size/8} {
+			if got, ok := classOfSize(c); ok {
+				t.Errorf("classOfSize(%d) = %d, true; want no class", c, got)
+			}
+		}
+		for _, n := range []int64{size - 1, size} {
+			if c, ok := bodyClass(n); !ok || c != i {
+				t.Errorf("bodyClass(%d) = %d, %v; want %d, true", n, c, ok, i)
+			}
+		}
+		if i+1 < len(want) {
+			if c, ok := bodyClass(size + 1); !ok || c != i+1 {
+				t.Errorf("bodyClass(%d) = %d, %v; want %d, true", size+1, c, ok, i+1)
+			}
+		}
+		if i > 0 {
+			// The largest waste is for a body one byte over the class below.
+			if n := want[i-1] + 1; 4*(size-n) >= n {
+				t.Errorf("a body of %d bytes takes %d: a quarter of it or more unused", n, size)
+			}
+		}
 	}
 }
 
@@ -63,9 +116,9 @@ func TestRecycleBody(t *testing.T) {
 		for range 100 {
 			b := append(getBody(100<<10), "body"...)
 			RecycleBody(b)
-			if got := getBody(70 << 10); sameArray(got, b) {
-				if len(got) != 0 || cap(got) != 128<<10 {
-					t.Fatalf("reused buffer has len %d cap %d, want 0 and %d", len(got), cap(got), 128<<10)
+			if got := getBody(97 << 10); sameArray(got, b) {
+				if len(got) != 0 || cap(got) != 112<<10 {
+					t.Fatalf("reused buffer has len %d cap %d, want 0 and %d", len(got), cap(got), 112<<10)
 				}
 				return
 			}
@@ -79,12 +132,15 @@ func TestRecycleBody(t *testing.T) {
 			make([]byte, 10),
 			make([]byte, 0, 64<<10-1),
 			make([]byte, 0, 64<<10+1),
-			make([]byte, 0, 3*64<<10),
+			make([]byte, 0, 72<<10),  // between 64 and 80 KiB
+			make([]byte, 0, 88<<10),  // between 80 and 96 KiB
+			make([]byte, 0, 136<<10), // between 128 and 160 KiB
+			make([]byte, 0, 32<<20+8<<20),
 			class[1:1], // a subslice of a class buffer: its capacity is one short
 		} {
 			RecycleBody(b)
 		}
-		for _, n := range []int64{64 << 10, 128 << 10, 256 << 10} {
+		for _, n := range []int64{64 << 10, 80 << 10, 96 << 10, 128 << 10, 160 << 10} {
 			for range 20 {
 				got := getBody(n)
 				if len(got) != 0 || int64(cap(got)) != n {
@@ -98,8 +154,8 @@ func TestRecycleBody(t *testing.T) {
 func TestBoundedCopyBuffers(t *testing.T) {
 	t.Run("a known size takes its class and hands the buffer over", func(t *testing.T) {
 		c := newBoundedCopy(1<<20, 100<<10)
-		if cap(c.buf) != 128<<10 {
-			t.Fatalf("buffer capacity %d, want %d", cap(c.buf), 128<<10)
+		if cap(c.buf) != 112<<10 {
+			t.Fatalf("buffer capacity %d, want %d", cap(c.buf), 112<<10)
 		}
 		buf := c.buf
 		body := bytes.Repeat([]byte("x"), 100<<10)
