@@ -1,24 +1,55 @@
 package proxy
 
+import "errors"
+
 // boundedCopy keeps a copy of a body as it passes, up to a limit; past the limit it drops what it
 // had and only counts. The zero value copies nothing and counts everything as over the limit.
+//
+// A copy with a budget holds its share of it from start to take or drop: the capacity of its
+// buffer when the body's length is known, else the bytes copied so far. When its share does not
+// fit the copy is not made (or, for a body of unknown length, stops and lets go of what it had)
+// and take says why.
 type boundedCopy struct {
-	limit int64
-	n     int64
-	buf   []byte
-	over  bool
+	limit  int64
+	budget *copyBudget // nil: none
+	n      int64
+	buf    []byte
+	held   int64 // bytes of budget reserved
+	over   bool
+	// refused is set when the budget had no room for the copy; it then copies nothing more.
+	refused *copyRefused
 }
 
-// newBoundedCopy returns a copy bounded by limit. sizeHint is the body's Content-Length, or -1
-// when unknown; when it fits the limit the buffer starts with room for that many bytes, taken
-// from the body pools (see getBody). A body that outgrows its buffer moves to a larger one that
-// append allocates; the pooled one is left to the garbage collector.
-func newBoundedCopy(limit, sizeHint int64) *boundedCopy {
-	c := &boundedCopy{limit: limit}
-	if sizeHint > 0 && sizeHint <= limit {
+// errOverParseLimit is what take answers for a body over the copy's limit.
+var errOverParseLimit = errors.New("over the parse limit")
+
+// newBoundedCopy returns a copy bounded by limit, taking its share of budget (nil: none).
+// sizeHint is the body's Content-Length, or -1 when unknown; when it fits the limit the buffer
+// starts with room for that many bytes, taken from the body pools (see getBody), and the copy
+// reserves that buffer's capacity at once. A body that outgrows its buffer moves to a larger one
+// that append allocates; the pooled one is left to the garbage collector.
+func newBoundedCopy(limit, sizeHint int64, budget *copyBudget) *boundedCopy {
+	c := &boundedCopy{limit: limit, budget: budget}
+	if sizeHint > 0 && sizeHint <= limit && c.reserve(bodyCap(sizeHint)) {
 		c.buf = getBody(sizeHint)
 	}
 	return c
+}
+
+// reserve takes n more bytes of the budget; when they do not fit it drops the copy, marks it
+// refused and returns false.
+func (c *boundedCopy) reserve(n int64) bool {
+	if c.budget == nil {
+		return true
+	}
+	ok, others := c.budget.reserve(n, c.held)
+	if !ok {
+		c.refused = &copyRefused{others: others, budget: c.budget.limit}
+		c.drop()
+		return false
+	}
+	c.held += n
+	return true
 }
 
 // add appends the next bytes of the body.
@@ -35,25 +66,39 @@ func (c *boundedCopy) add(p []byte) {
 		c.drop()
 		return
 	}
+	if c.refused != nil {
+		return
+	}
+	if c.budget != nil && c.n > c.held && !c.reserve(c.n-c.held) {
+		return
+	}
 	c.buf = append(c.buf, p...)
 }
 
-// take hands the copy over: nil for an empty body; ok is false when the body went over the
-// limit. The copy lets go of its buffer, which from then on belongs to the caller.
-func (c *boundedCopy) take() (body []byte, ok bool) {
-	if c.over {
-		return nil, false
-	}
-	if c.n == 0 {
+// take hands the copy over: nil for an empty body; errOverParseLimit when the body went over the
+// limit, a *copyRefused when the budget had no room for it. The copy lets go of its buffer, which
+// from then on belongs to the caller, and of its share of the budget.
+func (c *boundedCopy) take() (body []byte, err error) {
+	switch {
+	case c.over:
+		return nil, errOverParseLimit
+	case c.refused != nil:
+		return nil, c.refused
+	case c.n == 0:
 		c.drop()
-		return nil, true
+		return nil, nil
 	}
 	body, c.buf = c.buf, nil
-	return body, true
+	c.budget.release(c.held)
+	c.held = 0
+	return body, nil
 }
 
-// drop gives the buffer back to the body pools: nothing will read it.
+// drop gives the buffer back to the body pools, as nothing will read it, and the copy's share of
+// the budget.
 func (c *boundedCopy) drop() {
 	RecycleBody(c.buf)
 	c.buf = nil
+	c.budget.release(c.held)
+	c.held = 0
 }

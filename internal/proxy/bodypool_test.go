@@ -153,7 +153,7 @@ func TestRecycleBody(t *testing.T) {
 
 func TestBoundedCopyBuffers(t *testing.T) {
 	t.Run("a known size takes its class and hands the buffer over", func(t *testing.T) {
-		c := newBoundedCopy(1<<20, 100<<10)
+		c := newBoundedCopy(1<<20, 100<<10, nil)
 		if cap(c.buf) != 112<<10 {
 			t.Fatalf("buffer capacity %d, want %d", cap(c.buf), 112<<10)
 		}
@@ -161,29 +161,29 @@ func TestBoundedCopyBuffers(t *testing.T) {
 		body := bytes.Repeat([]byte("x"), 100<<10)
 		c.add(body[:1000])
 		c.add(body[1000:])
-		got, ok := c.take()
-		if !ok || !bytes.Equal(got, body) || !sameArray(got, buf) {
-			t.Fatalf("take() = %d bytes (same buffer %v), %v; want the body in the class buffer", len(got), sameArray(got, buf), ok)
+		got, err := c.take()
+		if err != nil || !bytes.Equal(got, body) || !sameArray(got, buf) {
+			t.Fatalf("take() = %d bytes (same buffer %v), %v; want the body in the class buffer", len(got), sameArray(got, buf), err)
 		}
 		if c.buf != nil {
 			t.Error("the copy still holds the buffer it handed over")
 		}
 	})
 	t.Run("over the limit lets go of the buffer", func(t *testing.T) {
-		c := newBoundedCopy(100<<10, 100<<10)
+		c := newBoundedCopy(100<<10, 100<<10, nil)
 		c.add(make([]byte, 100<<10))
 		c.add([]byte("!"))
 		if c.buf != nil {
 			t.Error("the copy holds a buffer after going over the limit")
 		}
-		if got, ok := c.take(); got != nil || ok {
-			t.Errorf("take() = %d bytes, %v; want nil, false", len(got), ok)
+		if got, err := c.take(); got != nil || err != errOverParseLimit {
+			t.Errorf("take() = %d bytes, %v; want nil, errOverParseLimit", len(got), err)
 		}
 	})
 	t.Run("an empty body lets go of the buffer", func(t *testing.T) {
-		c := newBoundedCopy(1<<20, 100<<10)
-		if got, ok := c.take(); got != nil || !ok || c.buf != nil {
-			t.Errorf("take() = %v, %v (buffer held: %v); want nil, true, none", got, ok, c.buf != nil)
+		c := newBoundedCopy(1<<20, 100<<10, nil)
+		if got, err := c.take(); got != nil || err != nil || c.buf != nil {
+			t.Errorf("take() = %v, %v (buffer held: %v); want nil, nil, none", got, err, c.buf != nil)
 		}
 	})
 }

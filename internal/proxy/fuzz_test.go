@@ -55,7 +55,7 @@ func FuzzRequestTap(f *testing.F) {
 			return // the proxy taps no body of declared length 0
 		}
 		ends := 0
-		tap := newRequestTap(io.NopCloser(src), contentLength, int64(limit), int64(maxBody), func() { ends++ })
+		tap := newRequestTap(io.NopCloser(src), contentLength, int64(limit), int64(maxBody), nil, func() { ends++ })
 		var got []byte
 		var readErr error
 		for i := 0; readErr == nil; i++ {

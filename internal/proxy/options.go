@@ -19,12 +19,19 @@ const DefaultParseLimit int64 = 32 << 20
 // without end through cctrace.
 const DefaultMaxRequestBody int64 = 256 << 20
 
+// DefaultCopyBudget is how many bytes of body copies the proxy makes at once unless
+// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 16 MiB)
+// it keeps what body copies hold within the memory target of issue 6 (RSS at most 64 MB plus
+// 64 KB per stream), however many clients upload at once.
+const DefaultCopyBudget int64 = 16 << 20
+
 // config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
 type config struct {
 	transport  http.RoundTripper
 	logger     *slog.Logger
 	parseLimit int64
 	maxBody    int64 // 0: no limit
+	copyBudget int64 // <= 0: no limit
 	now        func() time.Time
 }
 
@@ -35,6 +42,7 @@ func newConfig(opts []Option) config {
 	c := config{
 		parseLimit: DefaultParseLimit,
 		maxBody:    DefaultMaxRequestBody,
+		copyBudget: DefaultCopyBudget,
 	}
 	for _, opt := range opts {
 		opt(&c)
@@ -88,6 +96,19 @@ func WithParseLimit(n int64) Option {
 // DefaultMaxRequestBody (256 MiB).
 func WithMaxRequestBody(n int64) Option {
 	return func(c *config) { c.maxBody = max(n, 0) }
+}
+
+// WithCopyBudget bounds the bytes of request and response body copies (see WithParseLimit) that
+// the proxy makes at once, across all exchanges. A copy counts the capacity of its buffer (its
+// Content-Length rounded up to a pool size) from the moment its body starts to arrive, or, when
+// the length is unknown, the bytes copied so far; it stops counting once the Observer has it. A
+// body whose copy does not fit is forwarded in full as always, but not copied: the ParseError of
+// its wire.Request or wire.Response says so, and a warning is logged at most once a minute. A
+// copy is always made when no other is in flight, so one body larger than n is still decoded.
+// Nothing waits for room in the budget. Zero or a negative n means no limit. The default is
+// DefaultCopyBudget (16 MiB).
+func WithCopyBudget(n int64) Option {
+	return func(c *config) { c.copyBudget = n }
 }
 
 // WithClock sets the clock that stamps request, header, chunk and end times. The default, and

@@ -33,6 +33,7 @@ type Proxy struct {
 	cfg      config
 	rp       *httputil.ReverseProxy
 	lastID   atomic.Uint64
+	copies   copyBudget // shared by every exchange's body copies
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -55,6 +56,8 @@ func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
 	}
 	u := *upstream
 	p := &Proxy{upstream: &u, obs: obs, cfg: newConfig(opts)}
+	p.copies.limit = p.cfg.copyBudget
+	p.copies.log = p.cfg.logger
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.cfg.transport,
@@ -115,7 +118,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
 	// ReverseProxy sends no body when ContentLength is 0, so there is nothing to tap then.
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, p.cfg.maxBody, x.requestRead)
+		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, p.cfg.maxBody, &p.copies, x.requestRead)
 		r.Body = x.reqTap
 	}
 	// A proxy reads the request body while it writes the response. Without full duplex Go's
@@ -178,7 +181,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if x.resp.Streamed && isIdentity(x.resp.ContentEncoding) {
 		x.decoder = wire.NewStreamDecoder()
 	} else {
-		x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength)
+		x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength, &p.copies)
 	}
 	res.Body = &responseBody{ReadCloser: res.Body, x: x}
 	return nil
@@ -325,13 +328,16 @@ func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
 	case x.decoder != nil:
 		x.decoder.Finish(resp)
 	case x.respCopy != nil:
-		b, ok := x.respCopy.take()
+		b, err := x.respCopy.take()
 		x.respCopy = nil // the Observer owns the copy now
-		if ok {
-			body = b
-		} else {
+		switch {
+		case errors.Is(err, errOverParseLimit):
 			resp.ParseError = fmt.Sprintf("response body over the parse limit of %d bytes (%d bytes forwarded)",
 				x.p.cfg.parseLimit, resp.BodySize)
+		case err != nil:
+			resp.ParseError = err.Error()
+		default:
+			body = b
 		}
 	}
 	x.p.obs.ResponseDone(resp, body)

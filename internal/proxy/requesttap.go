@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,13 +32,15 @@ type requestTap struct {
 	finished bool
 }
 
-func newRequestTap(rc io.ReadCloser, contentLength, limit, maxBody int64, onEnd func()) *requestTap {
+// newRequestTap returns a tap on rc whose copy is bounded by limit and takes its share of budget
+// (nil: none).
+func newRequestTap(rc io.ReadCloser, contentLength, limit, maxBody int64, budget *copyBudget, onEnd func()) *requestTap {
 	return &requestTap{
 		rc:            rc,
 		contentLength: contentLength,
 		maxBody:       maxBody,
 		onEnd:         onEnd,
-		copy:          newBoundedCopy(limit, contentLength),
+		copy:          newBoundedCopy(limit, contentLength, budget),
 	}
 }
 
@@ -147,9 +150,12 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	}
 	// The copy now belongs to the Observer: the tap lives as long as the response, and holding
 	// it here kept every request body alive until its stream ended.
-	b, ok := t.copy.take()
-	if !ok {
+	b, err := t.copy.take()
+	switch {
+	case errors.Is(err, errOverParseLimit):
 		return nil, size, fmt.Sprintf("request body over the parse limit of %d bytes (%d bytes forwarded)", t.copy.limit, size)
+	case err != nil:
+		return nil, size, err.Error()
 	}
 	return b, size, ""
 }

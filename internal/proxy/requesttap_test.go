@@ -48,7 +48,7 @@ func TestRequestTapFinish(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ends := 0
-			tap := newRequestTap(io.NopCloser(tt.src), tt.contentLength, tt.limit, 0, func() { ends++ })
+			tap := newRequestTap(io.NopCloser(tt.src), tt.contentLength, tt.limit, 0, nil, func() { ends++ })
 			var r io.Reader = tap
 			if tt.readBytes >= 0 {
 				r = io.LimitReader(tap, int64(tt.readBytes))
@@ -110,7 +110,7 @@ func TestRequestTapNeverReadsPastTheEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ends := 0
-			tap := newRequestTap(io.NopCloser(&closedAfterBody{data: body, withEOF: tt.withEOF}), tt.contentLength, 1<<10, 0, func() { ends++ })
+			tap := newRequestTap(io.NopCloser(&closedAfterBody{data: body, withEOF: tt.withEOF}), tt.contentLength, 1<<10, 0, nil, func() { ends++ })
 			buf := make([]byte, 1<<10)
 			n, err := tap.Read(buf)
 			if n != len(body) || err != io.EOF {

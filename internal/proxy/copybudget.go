@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// copyBudget bounds the bytes of body copies a Proxy is making at once (see WithCopyBudget).
+//
+// A copy holds its buffer from the moment its body starts to arrive until the Observer takes it,
+// so copies in flight, not bodies waiting to be decoded, are what a burst of large uploads fills
+// memory with: 128 clients each uploading 1 MiB at once held 128 copies. The budget refuses a
+// copy instead of waiting for room, so forwarding never waits for it; the refused body is
+// forwarded as always and only goes undecoded.
+//
+// It is shared by the transport goroutines reading request bodies and the handler goroutines
+// reading response bodies, hence the atomics.
+type copyBudget struct {
+	limit int64 // <= 0: no limit
+	log   *slog.Logger
+
+	reserved atomic.Int64 // bytes held by copies in flight
+	refused  atomic.Int64 // copies refused since the last warning
+	lastWarn atomic.Int64 // when that warning was logged, in Unix nanoseconds; 0: never
+}
+
+// copyBudgetWarnInterval is the least time between two warnings that copies were refused: a
+// burst of refusals is one line in the log, not one per exchange.
+const copyBudgetWarnInterval = time.Minute
+
+// reserve takes n more bytes for a copy that holds own bytes already. It refuses when they do
+// not fit and other copies hold some: like the pipeline's queue, the budget always admits a copy
+// when it is the only one, so that one body larger than the budget is still decoded. On refusal
+// it takes nothing and returns what the other copies held.
+func (b *copyBudget) reserve(n, own int64) (ok bool, others int64) {
+	for {
+		cur := b.reserved.Load()
+		others = cur - own
+		if b.limit > 0 && others > 0 && cur+n > b.limit {
+			b.warn(others)
+			return false, others
+		}
+		if b.reserved.CompareAndSwap(cur, cur+n) {
+			return true, others
+		}
+	}
+}
+
+// release gives back n bytes a copy held. A nil b has nothing to give back.
+func (b *copyBudget) release(n int64) {
+	if b != nil && n != 0 {
+		b.reserved.Add(-n)
+	}
+}
+
+// warn counts a refused copy and logs, at most once per copyBudgetWarnInterval, how many were
+// refused since the last time.
+func (b *copyBudget) warn(others int64) {
+	b.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := b.lastWarn.Load()
+	if last != 0 && now-last < int64(copyBudgetWarnInterval) {
+		return
+	}
+	if !b.lastWarn.CompareAndSwap(last, now) {
+		return // another copy's refusal is logging it
+	}
+	b.log.Warn("copy budget full: bodies forwarded without being decoded",
+		"bodies", b.refused.Swap(0), "copying_bytes", others, "budget_bytes", b.limit)
+}
+
+// copyRefused is why a copy was not made: the copy budget was full.
+type copyRefused struct {
+	others int64 // bytes other copies held then
+	budget int64
+}
+
+func (e *copyRefused) Error() string {
+	return fmt.Sprintf("not decoded: cctrace was already copying %d bytes of other bodies (copy budget of %d bytes)", e.others, e.budget)
+}
