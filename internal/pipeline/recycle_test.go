@@ -83,8 +83,8 @@ func gzipped(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// poolSized copies b into a buffer shaped like the proxy's pooled copies: its capacity is the
-// power of two (64 KiB or more) that proxy.RecycleBody takes back.
+// poolSized copies b into a buffer shaped like the proxy's pooled copies: its capacity is a
+// power of two of 64 KiB or more, one of the pool classes proxy.RecycleBody takes back.
 func poolSized(b []byte) []byte {
 	c := max(64<<10, 1<<bits.Len(uint(max(len(b), 1)-1)))
 	return append(make([]byte, 0, c), b...)

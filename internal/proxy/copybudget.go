@@ -19,6 +19,7 @@ import (
 // reading response bodies, hence the atomics.
 type copyBudget struct {
 	limit int64 // <= 0: no limit
+	small int64 // copies of at most this many bytes are always admitted (and counted)
 	log   *slog.Logger
 
 	reserved atomic.Int64 // bytes held by copies in flight
@@ -30,15 +31,21 @@ type copyBudget struct {
 // burst of refusals is one line in the log, not one per exchange.
 const copyBudgetWarnInterval = time.Minute
 
+// smallCopy is the size up to which a Proxy always admits a copy (and still counts it): error
+// responses (429, 529, 400 …) and short requests are what a burst of large uploads must not
+// cost, and 64 KiB per exchange is within the memory target's allowance per stream.
+const smallCopy = 64 << 10
+
 // reserve takes n more bytes for a copy that holds own bytes already. It refuses when they do
 // not fit and other copies hold some: like the pipeline's queue, the budget always admits a copy
-// when it is the only one, so that one body larger than the budget is still decoded. On refusal
-// it takes nothing and returns what the other copies held.
+// when it is the only one, so that one body larger than the budget is still decoded, and always
+// admits a small one (up to b.small bytes). On refusal it takes nothing and returns what the other copies
+// held.
 func (b *copyBudget) reserve(n, own int64) (ok bool, others int64) {
 	for {
 		cur := b.reserved.Load()
 		others = cur - own
-		if b.limit > 0 && others > 0 && cur+n > b.limit {
+		if b.limit > 0 && others > 0 && own+n > b.small && cur+n > b.limit {
 			b.warn(others)
 			return false, others
 		}

@@ -81,6 +81,26 @@ func TestCopyBudget(t *testing.T) {
 		checkReserved(t, b, 0)
 	})
 
+	t.Run("always admits a small copy, and counts it", func(t *testing.T) {
+		b := newTestBudget(1000, io.Discard)
+		b.small = 300
+		huge := newBoundedCopy(limit, 5000, b)
+		errResp := newBoundedCopy(limit, 300, b) // a 429's JSON body, say
+		checkReserved(t, b, 5300)
+		chunked := newBoundedCopy(limit, -1, b)
+		chunked.add(small(200))
+		checkReserved(t, b, 5500)
+		chunked.add(small(200)) // 400 bytes: no longer small
+		checkRefused(t, chunked, 5300)
+		checkRefused(t, newBoundedCopy(limit, 301, b), 5300)
+		errResp.add(small(300))
+		if body, err := errResp.take(); err != nil || len(body) != 300 {
+			t.Fatalf("take() = %d bytes, %v; want 300, nil", len(body), err)
+		}
+		huge.drop()
+		checkReserved(t, b, 0)
+	})
+
 	t.Run("always admits a copy when no other holds any", func(t *testing.T) {
 		b := newTestBudget(1000, io.Discard)
 		huge := newBoundedCopy(limit, 5000, b)

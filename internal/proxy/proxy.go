@@ -57,6 +57,7 @@ func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
 	u := *upstream
 	p := &Proxy{upstream: &u, obs: obs, cfg: newConfig(opts)}
 	p.copies.limit = p.cfg.copyBudget
+	p.copies.small = smallCopy
 	p.copies.log = p.cfg.logger
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
