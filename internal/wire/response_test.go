@@ -421,6 +421,18 @@ func FuzzStreamDecoder(f *testing.F) {
 		f.Add(readFixture(f, name), uint16(7))
 	}
 	f.Add([]byte("data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"name\":\"Agent\"}}\r\n\r\n"), uint16(1))
+	for _, data := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b\u00e9"}}`,
+		`{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":""}} `,
+		`{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x\q"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"usage":{}}`,
+		`{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"x"}}`,
+	} {
+		f.Add([]byte("event: content_block_delta\ndata: "+data+"\n\n"), uint16(3))
+		f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\nevent: content_block_delta\ndata: "+data+"\n\n"), uint16(5))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte, seed uint16) {
 		whole := decodeStream(raw)
 		// Chunk sizes derived from seed: any chunking must decode the same way.
@@ -436,6 +448,14 @@ func FuzzStreamDecoder(f *testing.F) {
 		d.Finish(&chunked)
 		if !reflect.DeepEqual(whole, chunked) {
 			t.Fatalf("chunking changes the result:\nwhole:   %+v\nchunked: %+v", whole, chunked)
+		}
+		// The text delta shortcut must decode exactly as the general decoder does.
+		slow := &StreamDecoder{slow: true}
+		slow.Write(raw, t0)
+		var general Response
+		slow.Finish(&general)
+		if !reflect.DeepEqual(whole, general) {
+			t.Fatalf("the text delta shortcut changes the result:\nshortcut: %+v\ngeneral:  %+v", whole, general)
 		}
 		if m := whole.Message; m != nil {
 			if len(m.Text) > PreviewLimit || len(m.ToolUses) > maxToolUses {
