@@ -204,15 +204,16 @@ func NewStream(events int) *Stream {
 	add := func(name, data string) {
 		s.Events = append(s.Events, []byte("event: "+name+"\ndata: "+data+"\n\n"))
 	}
-	add("message_start", `{"message":{"content":[],"id":"msg_bench0001","model":"claude-opus-5-5","role":"assistant","stop_reason":null,"stop_sequence":null,"type":"message","usage":{"cache_creation":{"ephemeral_1h_input_tokens":0,"ephemeral_5m_input_tokens":307},"cache_creation_input_tokens":307,"cache_read_input_tokens":51010,"input_tokens":43,"output_tokens":1,"service_tier":"standard"}},"type":"message_start"}`)
-	add("ping", `{"type":"ping"}`)
-	add("content_block_start", `{"content_block":{"text":"","type":"text"},"index":0,"type":"content_block_start"}`)
+	// Members in the order the Messages API sends them.
+	add("message_start", `{"type":"message_start","message":{"model":"claude-opus-5-5","id":"msg_bench0001","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":43,"cache_creation_input_tokens":307,"cache_read_input_tokens":51010,"cache_creation":{"ephemeral_5m_input_tokens":307,"ephemeral_1h_input_tokens":0},"output_tokens":1,"service_tier":"standard"}}}`)
+	add("ping", `{"type": "ping"}`)
+	add("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
 	words := []string{"The proxy ", "forwards each ", "chunk as it ", "arrives, and ", "the tap ", "decodes it ", "after the ", "flush: \"no\" ", "delay.\n"}
 	for i := 0; i < events-6; i++ {
-		add("content_block_delta", `{"delta":{"text":`+string(mustJSON(words[i%len(words)]))+`,"type":"text_delta"},"index":0,"type":"content_block_delta"}`)
+		add("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(mustJSON(words[i%len(words)]))+`}}`)
 	}
-	add("content_block_stop", `{"index":0,"type":"content_block_stop"}`)
-	add("message_delta", fmt.Sprintf(`{"delta":{"stop_reason":"end_turn","stop_sequence":null},"type":"message_delta","usage":{"cache_creation_input_tokens":307,"cache_read_input_tokens":51010,"input_tokens":43,"output_tokens":%d}}`, events*3))
+	add("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	add("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":43,"cache_creation_input_tokens":307,"cache_read_input_tokens":51010,"output_tokens":%d}}`, events*3))
 	add("message_stop", `{"type":"message_stop"}`)
 	for _, e := range s.Events {
 		s.Bytes = append(s.Bytes, e...)
