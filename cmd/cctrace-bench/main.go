@@ -48,10 +48,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fs := flag.NewFlagSet("bare-proxy", flag.ContinueOnError)
 		listen := fs.String("listen", "127.0.0.1:0", "listen address")
 		upstream := fs.String("upstream", "", "upstream base URL")
+		taps := fs.Bool("taps", false, "cctrace's proxy with its taps, its observations dropped, instead of httputil.ReverseProxy")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return bench.ServeBare(ctx, *listen, *upstream)
+		return bench.ServeBare(ctx, *listen, *upstream, *taps)
 	}
 
 	home, _ := os.UserHomeDir()
@@ -67,7 +68,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
-		variants   = fs.String("variants", "direct,bare,nginx,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt)")
+		variants   = fs.String("variants", "direct,bare,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt)")
 		sizes      = fs.String("sizes", "10240,204800,1048576", "request body sizes in bytes")
 		concs      = fs.String("concurrency", "1,16,128", "client concurrency levels")
 		pacedSizes = fs.String("paced-sizes", "204800", "body sizes also run with a paced stream")
@@ -213,6 +214,8 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 			v = bench.Direct(up)
 		case "bare":
 			v, err = bench.StartBare(ctx, dir, cfg.self, up.URL())
+		case "cctrace-proxy":
+			v, err = bench.StartProxyOnly(ctx, dir, cfg.self, up.URL())
 		case "nginx":
 			if _, serr := os.Stat(cfg.nginx); serr != nil && cfg.short {
 				fmt.Fprintf(w, "skipping nginx: %v\n", serr)

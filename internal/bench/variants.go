@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/internal/jaegerconf"
+	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // Variant is one way of reaching the upstream: directly, or through a proxy process.
@@ -100,6 +102,19 @@ func StartBare(ctx context.Context, dir, self, upstream string) (*Variant, error
 		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
 }
 
+// StartProxyOnly starts self as "bare-proxy -taps": cctrace's own proxy (internal/proxy, with its
+// request and response taps, body copies and inline stream decoder) handing every exchange to an
+// Observer that drops it. Against bare it shows what the forwarding path costs; against cctrace,
+// what decoding requests and tracking, metrics and spans do.
+func StartProxyOnly(ctx context.Context, dir, self, upstream string) (*Variant, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return startVariant(ctx, "cctrace-proxy", dir, nil, "/", port, self, "bare-proxy", "-taps",
+		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
+}
+
 // NewBareProxy returns the bare proxy the comparison is made against: httputil.ReverseProxy with
 // FlushInterval -1, over a transport set up like cctrace's default one (16 idle connections per
 // host, no compression), so that the difference is cctrace's taps and pipeline.
@@ -163,16 +178,22 @@ func (b *endAtLength) Read(p []byte) (int, error) {
 }
 
 // ServeBare runs the bare proxy on listen until ctx ends; the "bare-proxy" subcommand.
-func ServeBare(ctx context.Context, listen, upstream string) error {
+func ServeBare(ctx context.Context, listen, upstream string, taps bool) error {
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return fmt.Errorf("parsing upstream: %w", err)
+	}
+	var h http.Handler = NewBareProxy(u)
+	if taps {
+		if h, err = proxy.New(u, dropObserver{}); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	srv := &http.Server{Handler: NewBareProxy(u), ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -182,6 +203,12 @@ func ServeBare(ctx context.Context, listen, upstream string) error {
 	}
 	return nil
 }
+
+// dropObserver drops what cctrace's proxy observed, giving the body copies back.
+type dropObserver struct{}
+
+func (dropObserver) RequestRead(_ *wire.Request, body []byte)   { proxy.RecycleBody(body) }
+func (dropObserver) ResponseDone(_ *wire.Response, body []byte) { proxy.RecycleBody(body) }
 
 // nginxConfig is a non-daemon nginx proxying everything to the upstream without buffering
 // either body, keeping as many idle upstream connections as cctrace does. Arguments: the user
