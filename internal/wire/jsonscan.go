@@ -102,18 +102,13 @@ func (r *jsonReader) object(fn func(key []byte)) bool {
 
 // members reads an object's members from the next key on, through its closing brace.
 func (r *jsonReader) members(fn func(key []byte)) bool {
+	return r.member(fn) && r.objectRest(fn)
+}
+
+// objectRest resumes an object right after one of its members' values: it reads the members
+// that follow, through the closing brace.
+func (r *jsonReader) objectRest(fn func(key []byte)) bool {
 	for r.err == nil {
-		if r.peek() != '"' {
-			r.fail("looking for object key")
-			return false
-		}
-		key := r.rawString()
-		if r.peek() != ':' {
-			r.fail("after object key")
-			return false
-		}
-		r.i++
-		fn(key)
 		switch r.peek() {
 		case ',':
 			r.i++
@@ -123,26 +118,29 @@ func (r *jsonReader) members(fn func(key []byte)) bool {
 			return true
 		default:
 			r.fail("after object value")
+			return false
+		}
+		if !r.member(fn) {
+			return false
 		}
 	}
 	return false
 }
 
-// objectRest resumes an object right after one of its members' values: it reads the members
-// that follow, through the closing brace.
-func (r *jsonReader) objectRest(fn func(key []byte)) bool {
-	switch r.peek() {
-	case ',':
-		r.i++
-		return r.members(fn)
-	case '}':
-		r.i++
-		r.depth--
-		return true
-	default:
-		r.fail("after object value")
+// member reads one member's key and hands it to fn, which consumes the value.
+func (r *jsonReader) member(fn func(key []byte)) bool {
+	if r.peek() != '"' {
+		r.fail("looking for object key")
 		return false
 	}
+	key := r.rawString()
+	if r.peek() != ':' {
+		r.fail("after object key")
+		return false
+	}
+	r.i++
+	fn(key)
+	return true
 }
 
 // array iterates over an array's elements; fn must consume each element exactly once. A value
