@@ -169,6 +169,9 @@ func (p *bodyParser) messages() {
 	if p.track {
 		p.hist.Reset()
 		p.histPos = r.i
+		// A body may repeat the key: the starts remembered of an earlier array's messages are
+		// not in this one, and hashTo cannot go back before its start.
+		p.startsFrom = len(p.out.Messages)
 	}
 	p.messagesEnd(r.array(p.message))
 }

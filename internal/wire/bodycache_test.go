@@ -253,6 +253,21 @@ func TestBodyCacheShorterBody(t *testing.T) {
 	}
 }
 
+// TestBodyCacheRepeatedKey decodes bodies with two messages arrays (JSON allows a repeated key;
+// ParseBody reads both): the second array's checkpoints must not use the first one's offsets.
+func TestBodyCacheRepeatedKey(t *testing.T) {
+	c := NewBodyCache(0)
+	msgs := `[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"},{"role":"user","content":"e"}]`
+	for _, body := range []string{
+		`{"messages":` + msgs + `,"messages":[{"role":"user","content":"f"}]}`,
+		`{"messages":` + msgs + `,"messages":[{"role":"user","content":"f"}]}`,
+		`{"messages":` + msgs + `}`,
+		`{"messages":` + msgs + `,"messages":` + msgs + `}`,
+	} {
+		parseBoth(t, c, "k", []byte(body), "")
+	}
+}
+
 func TestBodyCacheBounded(t *testing.T) {
 	c := NewBodyCache(50)
 	for s := range 20 {
@@ -309,6 +324,7 @@ func FuzzBodyCache(f *testing.F) {
 	seed := cv.body(f)
 	f.Add(seed, uint(len(seed)-60), []byte(`{"role":"user","content":"more"}],"stream":true}`))
 	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`))
+	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint, tail []byte) {
 		c := NewBodyCache(0)
 		parseBoth(t, c, "k", a, "")
