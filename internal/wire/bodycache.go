@@ -147,19 +147,42 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 }
 
 // DecodeRequest decodes the body of a Messages API or count_tokens request into req.Body, keyed
-// by the request's session and agent ids, and records in req.ParseError why it could not (the
-// error is also returned). Other endpoints' bodies, and empty ones, are left alone.
+// by BodyKey(req.Headers), and records in req.ParseError why it could not (the error is also
+// returned). Other endpoints' bodies, and empty ones, are left alone.
+//
+// When req.BodyFrom is set, body holds the bytes from req.BodyFrom.Offset() on only, the earlier
+// ones having been verified by a PrefixSkipper against a Hint of this cache. The result is then
+// exactly what ParseBody of the whole body gives, or, when the cache can no longer resume there
+// (its entry was replaced, changed or dropped since the hint was taken, or decoding needs the
+// bytes that were skipped), an error starting "not decoded: ". Never a wrong Body.
 func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
-	if len(body) == 0 || req.Endpoint == EndpointOther {
+	if req.Endpoint == EndpointOther || len(body) == 0 && req.BodyFrom == nil {
 		return nil
 	}
-	b, err := c.Parse(req.Headers.SessionID+"\x00"+req.Headers.AgentID, body, req.ContentEncoding)
+	var b *Body
+	var err error
+	if req.BodyFrom != nil {
+		b, err = c.parseFrom(BodyKey(req.Headers), body, req.ContentEncoding, req.BodyFrom)
+	} else {
+		b, err = c.Parse(BodyKey(req.Headers), body, req.ContentEncoding)
+	}
 	if err != nil {
 		req.ParseError = err.Error()
 		return err
 	}
 	req.Body = b
 	return nil
+}
+
+// Hint returns what the cache knows of the latest bodies of key, for a PrefixSkipper; nil when
+// it knows none. It is safe for concurrent use with Parse, DecodeRequest and itself.
+func (c *BodyCache) Hint(key string) *Hint {
+	return nil
+}
+
+// parseFrom decodes a body handed over from r.Offset() on.
+func (c *BodyCache) parseFrom(key string, tail []byte, contentEncoding string, r *Resume) (*Body, error) {
+	return nil, errors.New("not decoded: the body was handed over without its start, which this cache cannot resume yet")
 }
 
 // find looks for a remembered body of key that b begins like, and returns its list element, the
