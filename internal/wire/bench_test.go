@@ -169,3 +169,49 @@ func BenchmarkStreamDecoder(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrefixSkipper checks a 1 MB body against the hint of the previous request as the
+// proxy reads it, in 32 KiB chunks.
+func BenchmarkPrefixSkipper(b *testing.B) {
+	body := claudeCodeBody(1 << 20)
+	c := NewBodyCache(0)
+	if _, err := c.Parse("session", body, ""); err != nil {
+		b.Fatal(err)
+	}
+	h := c.Hint("session")
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewPrefixSkipper(h)
+		for rest := body; len(rest) > 0; {
+			n := min(len(rest), 32<<10)
+			s.Write(rest[:n])
+			rest = rest[n:]
+		}
+		if s.Skippable() < int64(len(body))/2 {
+			b.Fatalf("skippable %d of %d bytes", s.Skippable(), len(body))
+		}
+	}
+}
+
+// BenchmarkBodyCacheFrom is BenchmarkBodyCache with the body handed over from a Resume: only the
+// bytes after the last checkpoint that matched are decoded and hashed.
+func BenchmarkBodyCacheFrom(b *testing.B) {
+	body := claudeCodeBody(1 << 20)
+	at := bytes.LastIndex(body, []byte("Plan mode is active"))
+	c := NewBodyCache(0)
+	if _, err := c.Parse("s\x00", body, ""); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		body[at] ^= 'P' ^ 'p'
+		s := NewPrefixSkipper(c.Hint("s\x00"))
+		s.Write(body)
+		req := &Request{Endpoint: EndpointMessages, Headers: Headers{SessionID: "s"}, BodyFrom: s.Resume()}
+		if err := c.DecodeRequest(req, body[s.Skippable():]); err != nil || req.BodyFrom == nil {
+			b.Fatal(err, req.BodyFrom)
+		}
+	}
+}

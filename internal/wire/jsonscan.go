@@ -19,8 +19,11 @@ import (
 //
 // After the first error every method is a no-op returning zero values; check err at the end.
 type jsonReader struct {
-	b     []byte
-	i     int
+	b []byte
+	i int
+	// base is the offset of b in the whole document, when b is only its end: errors name
+	// offsets in the whole document.
+	base  int
 	depth int
 	err   error
 	// strLen is the decoded length of the last string rawString read.
@@ -41,7 +44,7 @@ func (r *jsonReader) fail(what string) {
 		r.err = fmt.Errorf("unexpected end of JSON input (%s)", what)
 		return
 	}
-	r.err = fmt.Errorf("invalid character %q at offset %d (%s)", r.b[r.i], r.i, what)
+	r.err = fmt.Errorf("invalid character %q at offset %d (%s)", r.b[r.i], r.base+r.i, what)
 }
 
 func (r *jsonReader) ws() {
