@@ -29,14 +29,15 @@ type hintBody struct {
 }
 
 // PrefixSkipper checks a request body against a Hint as its bytes pass, so that the bytes before
-// the furthest checkpoint that matched need not be kept: BodyCache.DecodeRequest decodes the
-// rest from Resume. It reads identity-encoded bodies only (a compressed body never matches). It
-// is not safe for concurrent use: one per request. The zero value, like NewPrefixSkipper(nil),
-// never skips anything.
+// the furthest checkpoint that matched need not be kept: a proxy writes each chunk to it as it
+// forwards it, keeps the bytes from Skippable() on, and at the end hands those over with
+// Request.BodyFrom set to Resume(), for BodyCache.DecodeRequest to decode. It reads
+// identity-encoded bodies only (a compressed body never matches). It is not safe for concurrent
+// use: one per request. The zero value, like NewPrefixSkipper(nil), never skips anything.
 type PrefixSkipper struct {
 	pos    int64 // bytes written so far
 	bodies []skipBody
-	best   int     // index in bodies of the furthest match, -1 while none
+	best   int     // 1 + index in bodies of the furthest match; 0 while none
 	resume *Resume // at best's match, made on demand
 }
 
@@ -53,7 +54,7 @@ type skipBody struct {
 
 // NewPrefixSkipper returns a skipper checking a body against h (nil: nothing is skipped).
 func NewPrefixSkipper(h *Hint) *PrefixSkipper {
-	s := &PrefixSkipper{best: -1}
+	s := &PrefixSkipper{}
 	if h == nil {
 		return s
 	}
@@ -76,18 +77,18 @@ func (s *PrefixSkipper) Write(p []byte) {
 			continue
 		}
 		b.feed(p, int(at))
-		if b.match >= 0 && (s.best < 0 || b.checks[b.match].off > s.skippable()) {
-			s.best, s.resume = i, nil
+		if b.match >= 0 && b.checks[b.match].off > s.skippable() {
+			s.best, s.resume = i+1, nil
 		}
 	}
 }
 
 // skippable is Skippable as an int, as offsets are.
 func (s *PrefixSkipper) skippable() int {
-	if s.best < 0 {
+	if s.best == 0 {
 		return 0
 	}
-	b := &s.bodies[s.best]
+	b := &s.bodies[s.best-1]
 	return b.checks[b.match].off
 }
 
@@ -129,11 +130,11 @@ func (s *PrefixSkipper) Skippable() int64 { return int64(s.skippable()) }
 
 // Resume returns what decoding needs to start at Skippable(); nil while that is 0.
 func (s *PrefixSkipper) Resume() *Resume {
-	if s.best < 0 {
+	if s.best == 0 {
 		return nil
 	}
 	if s.resume == nil {
-		b := &s.bodies[s.best]
+		b := &s.bodies[s.best-1]
 		s.resume = &Resume{version: b.version, check: b.checks[b.match], digest: b.at}
 	}
 	return s.resume

@@ -489,6 +489,51 @@ func TestPrefixSkipperStale(t *testing.T) {
 	wantNotDecoded(t, c, req, tail)
 }
 
+// TestPrefixSkipperNothing checks the skippers that know nothing: they skip nothing.
+func TestPrefixSkipperNothing(t *testing.T) {
+	c := NewBodyCache(0)
+	if h := c.Hint(BodyKey(Headers{})); h != nil {
+		t.Fatalf("an empty cache's hint: %+v", h)
+	}
+	for _, s := range []*PrefixSkipper{{}, NewPrefixSkipper(nil), NewPrefixSkipper(&Hint{})} {
+		s.Write([]byte(`{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"hi"}]}`))
+		if s.Skippable() != 0 || s.Resume() != nil {
+			t.Errorf("skipper knowing nothing: Skippable %d, Resume %v", s.Skippable(), s.Resume())
+		}
+	}
+	var r *Resume
+	if r.Offset() != 0 {
+		t.Error("nil Resume at an offset")
+	}
+}
+
+// TestPrefixSkipperTwoBodies checks a body against the hint of a key holding two conversations,
+// the main thread's behind a side request decoded since: it resumes from the main thread's.
+func TestPrefixSkipperTwoBodies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	c := NewBodyCache(0)
+	var st skipStats
+	cv := &conversation{}
+	cv.add("user", text("Fix the retry loop"))
+	side := &conversation{}
+	side.add("user", text("Write a title"))
+	side.add("assistant", text("Retry"))
+	side.add("user", text("shorter"))
+	for i := range 4 {
+		growConversation(cv, i)
+		decodeTail(t, c, "s", cv.body(t), "", rng, &st)
+	}
+	decodeTail(t, c, "s", side.body(t), "", rng, &st)
+	if h := c.Hint(BodyKey(Headers{SessionID: "s"})); h == nil || len(h.bodies) != 2 {
+		t.Fatalf("hint of two conversations: %+v", h)
+	}
+	growConversation(cv, 4)
+	body := cv.body(t)
+	if n := decodeTail(t, c, "s", body, "", rng, &st); n < len(body)/2 {
+		t.Errorf("%d of %d bytes skipped", n, len(body))
+	}
+}
+
 // TestHintConcurrent takes hints and runs skippers on other goroutines while the cache decodes
 // (run with -race).
 func TestHintConcurrent(t *testing.T) {
