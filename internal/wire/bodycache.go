@@ -54,7 +54,6 @@ type BodyCache struct {
 	messages    int // decoded messages kept over all entries
 	byKey       map[string][]*list.Element
 	lru         *list.List // of *bodyEntry, most recently used first
-	version     uint64     // of the latest store into any entry
 
 	hits, misses int
 
@@ -73,9 +72,6 @@ type BodyCache struct {
 // bodyEntry is what a BodyCache remembers of the latest body of one conversation.
 type bodyEntry struct {
 	key string
-	// version changes with every store into the entry: a Resume holds only for the version its
-	// hint was taken at.
-	version uint64
 	// head is the request's fields before its messages array, with Messages nil;
 	// headHash hashes the bytes before the array.
 	head          Body
@@ -229,7 +225,7 @@ func (c *BodyCache) publish(key string) {
 		h = &Hint{bodies: make([]hintBody, len(els))}
 		for i, el := range els {
 			e := el.Value.(*bodyEntry)
-			h.bodies[i] = hintBody{version: e.version, messagesStart: e.messagesStart, headHash: e.headHash, checks: e.checks}
+			h.bodies[i] = hintBody{messagesStart: e.messagesStart, headHash: e.headHash, checks: e.checks}
 		}
 	}
 	c.mu.Lock()
@@ -274,16 +270,19 @@ func (c *BodyCache) parseFrom(key string, tail []byte, contentEncoding string, r
 	return p.out, nil
 }
 
-// entryAt finds the entry of key that r was taken from, unchanged since, and the index of r's
-// checkpoint in it; nil when there is none.
+// entryAt finds an entry of key that can resume r, and the index of r's checkpoint in it; nil
+// when there is none. The decoder's state at a checkpoint depends only on the bytes before it, so
+// any entry with the same head and a checkpoint at the same offset with the same hash will do:
+// the one r was taken from, even if it was stored into since (the pipeline decoding the previous
+// request after this one's hint was taken), as long as it still has that checkpoint.
 func (c *BodyCache) entryAt(key string, r *Resume) (*list.Element, int) {
 	for _, el := range c.byKey[key] {
 		e := el.Value.(*bodyEntry)
-		if e.version != r.version {
+		if e.messagesStart != r.messagesStart || e.headHash != r.headHash {
 			continue
 		}
 		i, ok := slices.BinarySearchFunc(e.checks, r.check.off, func(ck checkpoint, off int) int { return cmp.Compare(ck.off, off) })
-		if ok && e.checks[i] == r.check {
+		if ok && e.checks[i].msgStart == r.check.msgStart && e.checks[i].k == r.check.k && e.checks[i].hash == r.check.hash {
 			return el, i
 		}
 	}
@@ -402,8 +401,6 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 		e = &bodyEntry{key: key}
 		e.results = nil
 	}
-	c.version++
-	e.version = c.version
 	e.messages = append(e.messages[:keep], p.out.Messages[keep:last.k]...)
 	e.texts = e.texts[:keep]
 	spanOf := func(raw []byte) span {

@@ -20,7 +20,6 @@ type Hint struct {
 
 // hintBody is what a Hint knows of one remembered body.
 type hintBody struct {
-	version       uint64 // of the entry when the hint was taken
 	messagesStart int    // offset of the messages array's '['
 	headHash      uint64 // of the bytes before it
 	// checks are the entry's checkpoints, by offset, ascending; the entry never writes to the
@@ -135,7 +134,7 @@ func (s *PrefixSkipper) Resume() *Resume {
 	}
 	if s.resume == nil {
 		b := &s.bodies[s.best-1]
-		s.resume = &Resume{version: b.version, check: b.checks[b.match], digest: b.at}
+		s.resume = &Resume{messagesStart: b.messagesStart, headHash: b.headHash, check: b.checks[b.match], digest: b.at}
 	}
 	return s.resume
 }
@@ -144,8 +143,12 @@ func (s *PrefixSkipper) Resume() *Resume {
 // remembered body its bytes were verified against, up to which they are that body's. The zero
 // value resumes at no checkpoint: DecodeRequest reports the body as not decoded.
 type Resume struct {
-	version uint64     // of the entry the checkpoint is of
-	check   checkpoint // where the body resumes
+	// messagesStart and headHash are those of the entry the hint was taken from: with the
+	// checkpoint they identify the bytes the body was checked against, whatever the entry has
+	// become since.
+	messagesStart int
+	headHash      uint64
+	check         checkpoint // where the body resumes
 	// digest is the hash state of the messages array from its '[' up to check.off: the history
 	// hash goes on from it over the bytes handed over.
 	digest xxhash.Digest
