@@ -91,6 +91,10 @@ type bodyParser struct {
 	// messages array. known are checkpoints of the entry a resumed parse started from, up to the
 	// one it resumed at: their hashes hold for this body too.
 	checks, known []checkpoint
+	// cands are the checkpoints of the entry a resumed parse started from, after its resume
+	// point; extra, the starts of this body's messages at the same offsets.
+	cands, extra []checkpoint
+	candAt       int
 	// dense are checkpoints every denseCheckpointGap bytes of the messages array (their hashes
 	// are set by messagesEnd); lastDense is where the last of them, or the array, starts.
 	dense     []checkpoint
@@ -254,9 +258,7 @@ func (p *bodyParser) messagesEnd(ok bool) {
 	from := max(1, n-(checkpointRing-1), p.startsFrom)
 	j := 0
 	for ; j < len(p.dense) && p.dense[j].k < from; j++ {
-		ck := p.dense[j]
-		ck.hash = p.hashTo(ck.off)
-		p.checks = append(p.checks, ck)
+		p.checks = append(p.checks, p.dense[j])
 	}
 	for k := from; k < n; k++ {
 		ck := checkpoint{msgStart: p.starts[k%checkpointRing], k: k}
@@ -264,8 +266,19 @@ func (p *bodyParser) messagesEnd(ok bool) {
 			ck.dense = true
 			j++
 		}
-		ck.hash = p.hashTo(ck.off)
 		p.checks = append(p.checks, ck)
+	}
+	// Message starts where the entry this body resumed from had checkpoints: requests checked
+	// against that entry before this body was decoded resume there.
+	for _, ck := range p.extra {
+		if _, found := slices.BinarySearchFunc(p.checks, ck.off, func(c checkpoint, off int) int { return cmp.Compare(c.off, off) }); !found {
+			p.checks = append(p.checks, ck)
+			slices.SortFunc(p.checks, func(a, b checkpoint) int { return cmp.Compare(a.off, b.off) })
+		}
+	}
+	// All hashed in one pass over the array.
+	for i := range p.checks {
+		p.checks[i].hash = p.hashTo(p.checks[i].off)
 	}
 	p.out.HistoryHash = p.hashTo(base + p.r.i)
 }
@@ -399,6 +412,13 @@ func (p *bodyParser) message() {
 		if k > 0 && st.off-p.lastDense >= denseCheckpointGap && len(p.dense) < maxDenseCheckpoints {
 			p.dense = append(p.dense, checkpoint{msgStart: st, k: k, dense: true})
 			p.lastDense = st.off
+		}
+		for p.candAt < len(p.cands) && p.cands[p.candAt].off < st.off {
+			p.candAt++
+		}
+		if p.candAt < len(p.cands) && p.cands[p.candAt].off == st.off {
+			p.extra = append(p.extra, checkpoint{msgStart: st, k: k})
+			p.candAt++
 		}
 	}
 	m := Message{Role: RoleOther}

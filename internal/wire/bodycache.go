@@ -362,6 +362,7 @@ func (p *bodyParser) resume(e *bodyEntry, idx int, digest xxhash.Digest) {
 			p.lastDense = ck.off
 		}
 	}
+	p.cands, p.candAt = e.checks[idx+1:], 0
 	p.hist, p.histPos = digest, check.off
 	p.known = e.checks[:idx+1]
 	if base > 0 {
@@ -387,6 +388,9 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	}
 	b, base := p.r.b, p.r.base
 	checks := slices.Clone(p.checks)
+	if from != nil {
+		checks = carryChecks(from.Value.(*bodyEntry).checks[:fromCheck+1], checks)
+	}
 	last := checks[len(checks)-1]
 
 	var e *bodyEntry
@@ -490,6 +494,35 @@ func (p *bodyParser) lastTexts(checks []checkpoint, old []lastText, keep int) []
 		}
 	}
 	return lasts
+}
+
+// maxCarriedChecks bounds the checkpoints an entry carries over from the bodies before it.
+const maxCarriedChecks = 8
+
+// carryChecks returns the checkpoints of a body resumed at the last of old: its own (checks),
+// plus those of old that are not among them. Every checkpoint of old up to the resume point holds
+// for this body too (the bytes before it are the same), and keeping the last few matters when
+// the pipeline is behind: a request whose hint was taken before the previous request of its
+// conversation was decoded resumes at a checkpoint of the body before, which the previous one
+// may not have among its own (it grew past it by more than its last messages). Dense
+// checkpoints are there anyway; at most maxCarriedChecks others are carried.
+func carryChecks(old, checks []checkpoint) []checkpoint {
+	var carried []checkpoint
+	for i := len(old) - 1; i >= 0 && len(carried) < maxCarriedChecks; i-- {
+		ck := old[i]
+		if ck.dense {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(checks, ck.off, func(c checkpoint, off int) int { return cmp.Compare(c.off, off) }); !found {
+			carried = append(carried, ck)
+		}
+	}
+	if len(carried) == 0 {
+		return checks
+	}
+	checks = append(checks, carried...)
+	slices.SortFunc(checks, func(a, b checkpoint) int { return cmp.Compare(a.off, b.off) })
+	return checks
 }
 
 // touch moves el to the front of key's entries.

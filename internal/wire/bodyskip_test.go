@@ -605,3 +605,95 @@ func FuzzPrefixSkipper(f *testing.F) {
 		decodeTail(t, c, "k", a, "", rng, &st)
 	})
 }
+
+// TestPrefixSkipperShorterBodies hands over two shorter bodies that share a long body's start up
+// to a dense checkpoint, both checked against the long body's hint before either is decoded (the
+// pipeline behind), as when a session goes from long requests to shorter ones: the second must
+// still decode once the first has been stored into the entry.
+func TestPrefixSkipperShorterBodies(t *testing.T) {
+	long := &conversation{}
+	long.add("user", text("Fix the retry loop"))
+	big := strings.Repeat("source line \"quoted\" \\ ünï\n", 400) // ~11 KB
+	for i := range 40 {
+		id := fmt.Sprintf("toolu_%02d", i)
+		long.add("assistant", text("Reading."), toolUse(id, "Read"))
+		long.add("user", toolResult(id, big, false))
+	}
+	c := NewBodyCache(0)
+	parseBoth(t, c, "s\x00", long.body(t), "")
+	hint := c.Hint("s\x00")
+
+	short := func(nonce string) []byte {
+		cv := &conversation{msgs: slices.Clone(long.msgs[:31])}
+		cv.add("user", text("Now run the tests "+nonce))
+		return cv.body(t)
+	}
+	var reqs []*Request
+	var tails [][]byte
+	var bodies [][]byte
+	for _, nonce := range []string{"1", "2"} {
+		body := short(nonce)
+		s := NewPrefixSkipper(hint)
+		s.Write(body)
+		if s.Skippable() == 0 {
+			t.Fatal("nothing skippable")
+		}
+		reqs = append(reqs, &Request{Endpoint: EndpointMessages, Headers: Headers{SessionID: "s"}, BodyFrom: s.Resume()})
+		tails = append(tails, body[s.Skippable():])
+		bodies = append(bodies, body)
+	}
+	for i, req := range reqs {
+		want, _ := ParseBody(bodies[i], "")
+		if err := c.DecodeRequest(req, tails[i]); err != nil || !reflect.DeepEqual(req.Body, want) {
+			t.Fatalf("body %d from offset %d: %v", i, req.BodyFrom.Offset(), err)
+		}
+	}
+}
+
+// TestPrefixSkipperPipelineBehind takes every request's hint before the previous request was
+// decoded, as when the pipeline is behind, over a conversation that grows by two messages per
+// request and then jumps by many: every body must still decode, from an offset.
+func TestPrefixSkipperPipelineBehind(t *testing.T) {
+	cv := &conversation{}
+	cv.add("user", text("Fix the retry loop"))
+	big := strings.Repeat("source line \"quoted\" \\ ünï\n", 100)
+	grow := func(n int) {
+		for range n {
+			id := fmt.Sprintf("toolu_%03d", len(cv.msgs))
+			cv.add("assistant", text("Reading."), toolUse(id, "Read"))
+			cv.add("user", toolResult(id, big, false))
+		}
+	}
+	c := NewBodyCache(0)
+	grow(3)
+	parseBoth(t, c, "s\x00", cv.body(t), "")
+	type pending struct {
+		req  *Request
+		tail []byte
+		body []byte
+	}
+	var queue []pending
+	resumed := 0
+	for i, n := range []int{1, 1, 1, 40, 1, 1, 60, 1} {
+		grow(n)
+		body := cv.body(t)
+		s := NewPrefixSkipper(c.Hint("s\x00"))
+		s.Write(body)
+		queue = append(queue, pending{&Request{Endpoint: EndpointMessages, Headers: Headers{SessionID: "s"}, BodyFrom: s.Resume()}, body[s.Skippable():], body})
+		if i == 0 {
+			continue // one request behind from here on
+		}
+		p := queue[0]
+		queue = queue[1:]
+		want, _ := ParseBody(p.body, "")
+		if err := c.DecodeRequest(p.req, p.tail); err != nil || !reflect.DeepEqual(p.req.Body, want) {
+			t.Fatalf("request %d, from offset %d: %v", i-1, p.req.BodyFrom.Offset(), err)
+		}
+		if p.req.BodyFrom != nil {
+			resumed++
+		}
+	}
+	if resumed < 6 {
+		t.Errorf("%d of 7 bodies handed over from an offset", resumed)
+	}
+}
