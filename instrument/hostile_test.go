@@ -67,7 +67,8 @@ func TestHostileInput(t *testing.T) {
 	}
 	huge = ""
 	tests = nil
-	held := heapAlloc() - min(before, heapAlloc())
+	after := heapAlloc()
+	held := after - min(before, after)
 	if held > 16<<20 {
 		t.Errorf("the tracker holds %d MiB after hostile input", held>>20)
 	}
