@@ -39,10 +39,7 @@ type Pipeline struct {
 	done    chan struct{}
 }
 
-var (
-	_ proxy.Observer   = (*Pipeline)(nil)
-	_ proxy.BodyHinter = (*Pipeline)(nil)
-)
+var _ proxy.Observer = (*Pipeline)(nil)
 
 type event struct {
 	req  *wire.Request
@@ -95,13 +92,6 @@ func New(tr *instrument.Tracker, opts ...Option) *Pipeline {
 // RequestRead queues a request; see proxy.Observer.
 func (p *Pipeline) RequestRead(req *wire.Request, body []byte) {
 	p.push(event{req: req, body: body})
-}
-
-// BodyHint returns the hint of the request's conversation from the pipeline's BodyCache, so that
-// the proxy copies only what a request adds to it; see proxy.BodyHinter. Safe to call from any
-// goroutine.
-func (p *Pipeline) BodyHint(req *wire.Request) *wire.Hint {
-	return p.bodies.Hint(wire.BodyKey(req.Headers))
 }
 
 // ResponseDone queues a response; see proxy.Observer.

@@ -15,7 +15,6 @@ type boundedCopy struct {
 	n      int64
 	buf    []byte
 	held   int64 // bytes of budget reserved
-	base   int64 // offset in the body of buf[0]: the bytes before it were dropped (discardTo)
 	over   bool
 	// refused is set when the budget had no room for the copy; it then copies nothing more.
 	refused *copyRefused
@@ -70,25 +69,10 @@ func (c *boundedCopy) add(p []byte) {
 	if c.refused != nil {
 		return
 	}
-	if kept := int64(len(c.buf) + len(p)); c.budget != nil && kept > c.held && !c.reserve(kept-c.held) {
+	if c.budget != nil && c.n > c.held && !c.reserve(c.n-c.held) {
 		return
 	}
 	c.buf = append(c.buf, p...)
-}
-
-// discardTo drops the bytes before body offset off, which the Observer will not need, and the
-// share of the budget they held.
-func (c *boundedCopy) discardTo(off int64) {
-	k := off - c.base
-	if k <= 0 || c.over || c.refused != nil || k > int64(len(c.buf)) {
-		return
-	}
-	c.buf = c.buf[:copy(c.buf, c.buf[k:])]
-	c.base = off
-	if rel := c.held - int64(len(c.buf)); rel > 0 {
-		c.budget.release(rel)
-		c.held -= rel
-	}
 }
 
 // take hands the copy over: nil for an empty body; errOverParseLimit when the body went over the

@@ -55,7 +55,7 @@ func FuzzRequestTap(f *testing.F) {
 			return // the proxy taps no body of declared length 0
 		}
 		ends := 0
-		tap := newRequestTap(io.NopCloser(src), contentLength, int64(limit), int64(maxBody), nil, nil, func() { ends++ })
+		tap := newRequestTap(io.NopCloser(src), contentLength, int64(limit), int64(maxBody), nil, func() { ends++ })
 		var got []byte
 		var readErr error
 		for i := 0; readErr == nil; i++ {
@@ -91,7 +91,7 @@ func FuzzRequestTap(f *testing.F) {
 		if ends == 0 {
 			t.Fatal("onEnd was not called at the end")
 		}
-		copied, size, _, parseErr := tap.finish()
+		copied, size, parseErr := tap.finish()
 		if size != int64(len(got)) {
 			t.Fatalf("finish says %d bytes, %d forwarded", size, len(got))
 		}

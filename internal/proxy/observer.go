@@ -14,9 +14,8 @@ type Observer interface {
 	// RequestRead is called when the request body has been read to its end (or abandoned, or was
 	// found to be over the parse limit). req.Body is nil: decoding is the observer's job, off the
 	// forwarding path. body is a copy of the request body as it arrived (still content-encoded as
-	// the client sent it), from req.BodyFrom.Offset() on when req.BodyFrom is set (see
-	// BodyHinter); nil when there was none, or it exceeded the parse limit or did not fit the
-	// copy budget (then req.ParseError says so). The observer owns req and body.
+	// the client sent it); nil when there was none, or it exceeded the parse limit or did not
+	// fit the copy budget (then req.ParseError says so). The observer owns req and body.
 	RequestRead(req *wire.Request, body []byte)
 	// ResponseDone is called once the response body ended, failed, or the client went away.
 	// For event streams that were not content-encoded, resp.Message and the other decoded fields
@@ -25,14 +24,4 @@ type Observer interface {
 	// when over the parse limit or the copy budget, and resp.ParseError says so), to be decoded
 	// by the observer. The observer owns resp and body.
 	ResponseDone(resp *wire.Response, body []byte)
-}
-
-// BodyHinter is an optional interface of an Observer that decodes request bodies with a
-// wire.BodyCache. BodyHint returns the hint of the request's conversation, nil when there is
-// none. With a hint the request tap hashes the body as it passes and keeps only the bytes after
-// the furthest point at which it matched the conversation's previous body; RequestRead then gets
-// those bytes, and req.BodyFrom says where they start. BodyHint is called on forwarding
-// goroutines, once per request with a body, and must return at once.
-type BodyHinter interface {
-	BodyHint(req *wire.Request) *wire.Hint
 }

@@ -119,11 +119,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
 	// ReverseProxy sends no body when ContentLength is 0, so there is nothing to tap then.
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		var hint *wire.Hint
-		if h, ok := p.obs.(BodyHinter); ok && x.req.Endpoint != wire.EndpointOther && isIdentity(x.req.ContentEncoding) {
-			hint = h.BodyHint(x.req)
-		}
-		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, p.cfg.maxBody, &p.copies, hint, x.requestRead)
+		x.reqTap = newRequestTap(r.Body, r.ContentLength, p.cfg.parseLimit, p.cfg.maxBody, &p.copies, x.requestRead)
 		r.Body = x.reqTap
 	}
 	// A proxy reads the request body while it writes the response. Without full duplex Go's
@@ -299,7 +295,7 @@ func (x *exchange) requestRead() {
 	x.reqOnce.Do(func() {
 		var body []byte
 		if x.reqTap != nil {
-			body, x.req.BodySize, x.req.BodyFrom, x.req.ParseError = x.reqTap.finish()
+			body, x.req.BodySize, x.req.ParseError = x.reqTap.finish()
 		}
 		x.p.obs.RequestRead(x.req, body)
 	})

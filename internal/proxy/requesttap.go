@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // requestTap wraps a request body: it copies the bytes the transport reads, up to the parse
@@ -32,30 +30,18 @@ type requestTap struct {
 	err      error
 	tooLarge bool // the body went past maxBody
 	finished bool
-	// skip, when the Observer gave a hint, checks the body against the conversation's previous
-	// one as it passes; the copy drops the bytes it has matched.
-	skip *wire.PrefixSkipper
 }
 
 // newRequestTap returns a tap on rc whose copy is bounded by limit and takes its share of budget
-// (nil: none). With a hint (nil: none) the copy keeps only what follows the part of the body
-// that matches the conversation's previous body.
-func newRequestTap(rc io.ReadCloser, contentLength, limit, maxBody int64, budget *copyBudget, hint *wire.Hint, onEnd func()) *requestTap {
-	t := &requestTap{
+// (nil: none).
+func newRequestTap(rc io.ReadCloser, contentLength, limit, maxBody int64, budget *copyBudget, onEnd func()) *requestTap {
+	return &requestTap{
 		rc:            rc,
 		contentLength: contentLength,
 		maxBody:       maxBody,
 		onEnd:         onEnd,
+		copy:          newBoundedCopy(limit, contentLength, budget),
 	}
-	if hint != nil {
-		// Most of the body will likely be dropped as it passes: no buffer of its whole size,
-		// and the budget holds only what is kept.
-		t.skip = wire.NewPrefixSkipper(hint)
-		t.copy = newBoundedCopy(limit, -1, budget)
-	} else {
-		t.copy = newBoundedCopy(limit, contentLength, budget)
-	}
-	return t
 }
 
 // Read reads from the client's body and copies what it got.
@@ -94,10 +80,6 @@ func (t *requestTap) Read(p []byte) (int, error) {
 	t.total += int64(n)
 	if !t.finished {
 		t.copy.add(p[:n])
-		if t.skip != nil {
-			t.skip.Write(p[:n])
-			t.copy.discardTo(t.skip.Skippable())
-		}
 	}
 	switch {
 	case err == io.EOF:
@@ -149,9 +131,8 @@ func (t *requestTap) drain() {
 }
 
 // finish stops copying and returns what the Observer gets: the copy (nil when empty or not
-// usable), the bytes read so far, where the copy starts when it lacks the body's start, and why
-// the copy is not usable, if it is not.
-func (t *requestTap) finish() (body []byte, size int64, from *wire.Resume, parseErr string) {
+// usable), the bytes read so far, and why the copy is not usable, if it is not.
+func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.finished = true
@@ -162,22 +143,19 @@ func (t *requestTap) finish() (body []byte, size int64, from *wire.Resume, parse
 	switch {
 	case t.err != nil:
 		t.copy.drop()
-		return nil, size, nil, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)
+		return nil, size, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)
 	case !whole:
 		t.copy.drop()
-		return nil, size, nil, fmt.Sprintf("request body not read to its end (%d bytes forwarded)", size)
+		return nil, size, fmt.Sprintf("request body not read to its end (%d bytes forwarded)", size)
 	}
 	// The copy now belongs to the Observer: the tap lives as long as the response, and holding
 	// it here kept every request body alive until its stream ended.
 	b, err := t.copy.take()
 	switch {
 	case errors.Is(err, errOverParseLimit):
-		return nil, size, nil, fmt.Sprintf("request body over the parse limit of %d bytes (%d bytes forwarded)", t.copy.limit, size)
+		return nil, size, fmt.Sprintf("request body over the parse limit of %d bytes (%d bytes forwarded)", t.copy.limit, size)
 	case err != nil:
-		return nil, size, nil, err.Error()
+		return nil, size, err.Error()
 	}
-	if t.copy.base > 0 {
-		from = t.skip.Resume()
-	}
-	return b, size, from, ""
+	return b, size, ""
 }

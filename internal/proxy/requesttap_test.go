@@ -48,7 +48,7 @@ func TestRequestTapFinish(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ends := 0
-			tap := newRequestTap(io.NopCloser(tt.src), tt.contentLength, tt.limit, 0, nil, nil, func() { ends++ })
+			tap := newRequestTap(io.NopCloser(tt.src), tt.contentLength, tt.limit, 0, nil, func() { ends++ })
 			var r io.Reader = tap
 			if tt.readBytes >= 0 {
 				r = io.LimitReader(tap, int64(tt.readBytes))
@@ -57,7 +57,7 @@ func TestRequestTapFinish(t *testing.T) {
 			if ends != tt.wantEnds {
 				t.Errorf("onEnd called %d times before finish, want %d", ends, tt.wantEnds)
 			}
-			body, size, _, parseErr := tap.finish()
+			body, size, parseErr := tap.finish()
 			if string(body) != tt.wantBody || size != tt.wantSize {
 				t.Errorf("finish = %q, %d; want %q, %d", body, size, tt.wantBody, tt.wantSize)
 			}
@@ -110,7 +110,7 @@ func TestRequestTapNeverReadsPastTheEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ends := 0
-			tap := newRequestTap(io.NopCloser(&closedAfterBody{data: body, withEOF: tt.withEOF}), tt.contentLength, 1<<10, 0, nil, nil, func() { ends++ })
+			tap := newRequestTap(io.NopCloser(&closedAfterBody{data: body, withEOF: tt.withEOF}), tt.contentLength, 1<<10, 0, nil, func() { ends++ })
 			buf := make([]byte, 1<<10)
 			n, err := tap.Read(buf)
 			if n != len(body) || err != io.EOF {
@@ -121,7 +121,7 @@ func TestRequestTapNeverReadsPastTheEnd(t *testing.T) {
 					t.Errorf("read after the end = %d, %v; want 0, EOF", n, err)
 				}
 			}
-			got, size, _, parseErr := tap.finish()
+			got, size, parseErr := tap.finish()
 			if string(got) != body || size != int64(len(body)) || parseErr != "" {
 				t.Errorf("finish = %q, %d, %q", got, size, parseErr)
 			}

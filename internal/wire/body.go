@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -51,9 +50,7 @@ func ParseBody(body []byte, contentEncoding string) (*Body, error) {
 	if err := p.r.end(); err != nil {
 		return nil, fmt.Errorf("decoding request body: %w", err)
 	}
-	if err := p.finish(); err != nil {
-		return nil, err
-	}
+	p.finish()
 	return p.out, nil
 }
 
@@ -91,66 +88,6 @@ type bodyParser struct {
 	// messages array. known are checkpoints of the entry a resumed parse started from, up to the
 	// one it resumed at: their hashes hold for this body too.
 	checks, known []checkpoint
-	// cands are the checkpoints of the entry a resumed parse started from, after its resume
-	// point; extra, the starts of this body's messages at the same offsets.
-	cands, extra []checkpoint
-	candAt       int
-	// dense are checkpoints every denseCheckpointGap bytes of the messages array (their hashes
-	// are set by messagesEnd); lastDense is where the last of them, or the array, starts.
-	dense     []checkpoint
-	lastDense int
-	// gone is how many messages lie before the bytes handed over, when a body is decoded from a
-	// Resume (r.base > 0): their raw texts are not there. first and lasts are what finish then
-	// needs of the first user message and of the last user or assistant one, decoded when their
-	// bytes were there.
-	gone  int
-	first firstHuman
-	lasts []lastText
-	// lost is set when a hash needed bytes that were not handed over; the body then cannot be
-	// decoded.
-	lost bool
-}
-
-// firstHuman is the first human text of a body's first user message, decoded as finish keeps it.
-type firstHuman struct {
-	at   int    // index of the first user message; -1 when there is none
-	ok   bool   // that message has a human text
-	text string // truncated to HumanTextLimit
-	hash uint64 // HashText of the whole text
-}
-
-// lastText is what finish decodes of a message when it is the body's last user or assistant
-// message: the start of its human text, and the previews of its tool results.
-type lastText struct {
-	at       int      // index of the message
-	text     string   // "" when it has no human text
-	previews []string // by tool_result block; "" when one has no text
-}
-
-// lastTextOf decodes the last texts of message at from its raw bytes.
-func (p *bodyParser) lastTextOf(at int) lastText {
-	t := lastText{at: at}
-	if raw := p.msgs[at].human; raw != nil {
-		t.text = unquotePrefix(raw, HumanTextLimit)
-	}
-	for _, raw := range p.results[p.msgs[at].resultsFrom:p.msgs[at].resultsTo] {
-		var pv string
-		if raw != nil {
-			pv = unquotePrefix(raw, PreviewLimit)
-		}
-		t.previews = append(t.previews, pv)
-	}
-	return t
-}
-
-// firstHumanOf decodes the raw first human text of message at (nil: it has none).
-func firstHumanOf(at int, raw []byte) firstHuman {
-	f := firstHuman{at: at}
-	if raw != nil {
-		full := unquote(raw)
-		f.ok, f.hash, f.text = true, HashText(full), truncate(full, HumanTextLimit)
-	}
-	return f
 }
 
 // msgStart is the decoder's position at the start of one message.
@@ -228,15 +165,13 @@ func (p *bodyParser) messages() {
 	if p.track {
 		p.head = *p.out
 	}
-	p.messagesStart = r.base + r.i
+	p.messagesStart = r.i
 	if p.track {
 		p.hist.Reset()
-		p.histPos = p.messagesStart
+		p.histPos = r.i
 		// A body may repeat the key: the starts remembered of an earlier array's messages are
 		// not in this one, and hashTo cannot go back before its start.
 		p.startsFrom = len(p.out.Messages)
-		p.dense = p.dense[:0]
-		p.lastDense = p.messagesStart
 	}
 	p.messagesEnd(r.array(p.message))
 }
@@ -246,61 +181,33 @@ func (p *bodyParser) messagesEnd(ok bool) {
 	if !ok {
 		return
 	}
-	base := p.r.base
 	if !p.track {
-		p.out.HistoryHash = xxhash.Sum64(p.r.b[p.messagesStart-base : p.r.i])
+		p.out.HistoryHash = xxhash.Sum64(p.r.b[p.messagesStart:p.r.i])
 		return
 	}
-	// The dense checkpoints, then those of the last messages (some may be dense too), all
-	// hashed in one pass over the array.
 	p.checks = p.checks[:0]
 	n := len(p.out.Messages)
-	from := max(1, n-(checkpointRing-1), p.startsFrom)
-	j := 0
-	for ; j < len(p.dense) && p.dense[j].k < from; j++ {
-		p.checks = append(p.checks, p.dense[j])
+	for k := max(1, n-(checkpointRing-1), p.startsFrom); k < n; k++ {
+		st := p.starts[k%checkpointRing]
+		p.checks = append(p.checks, checkpoint{msgStart: st, k: k, hash: p.hashTo(st.off)})
 	}
-	for k := from; k < n; k++ {
-		ck := checkpoint{msgStart: p.starts[k%checkpointRing], k: k}
-		if j < len(p.dense) && p.dense[j].k == k {
-			ck.dense = true
-			j++
-		}
-		p.checks = append(p.checks, ck)
-	}
-	// Message starts where the entry this body resumed from had checkpoints: requests checked
-	// against that entry before this body was decoded resume there.
-	for _, ck := range p.extra {
-		if _, found := slices.BinarySearchFunc(p.checks, ck.off, func(c checkpoint, off int) int { return cmp.Compare(c.off, off) }); !found {
-			p.checks = append(p.checks, ck)
-			slices.SortFunc(p.checks, func(a, b checkpoint) int { return cmp.Compare(a.off, b.off) })
-		}
-	}
-	// All hashed in one pass over the array.
-	for i := range p.checks {
-		p.checks[i].hash = p.hashTo(p.checks[i].off)
-	}
-	p.out.HistoryHash = p.hashTo(base + p.r.i)
+	p.out.HistoryHash = p.hashTo(p.r.i)
 }
 
 // hashTo returns the hash of the messages array from its start to off.
 func (p *bodyParser) hashTo(off int) uint64 {
-	base := p.r.base
 	if off < p.histPos {
 		// Before the resume point (a body no longer than the last): known, unless it falls
 		// between checkpoints.
-		if i, ok := slices.BinarySearchFunc(p.known, off, func(ck checkpoint, off int) int { return cmp.Compare(ck.off, off) }); ok {
-			return p.known[i].hash
-		}
-		if p.messagesStart < base {
-			// The array's start was not handed over.
-			p.lost = true
-			return 0
+		for _, ck := range p.known {
+			if ck.off == off {
+				return ck.hash
+			}
 		}
 		p.hist.Reset()
 		p.histPos = p.messagesStart
 	}
-	_, _ = p.hist.Write(p.r.b[p.histPos-base : off-base])
+	_, _ = p.hist.Write(p.r.b[p.histPos:off])
 	p.histPos = off
 	return p.hist.Sum64()
 }
@@ -406,20 +313,7 @@ func (p *bodyParser) tools() {
 func (p *bodyParser) message() {
 	r := &p.r
 	if p.track {
-		k := len(p.out.Messages)
-		st := msgStart{off: r.base + r.i, cb: p.out.CacheBreakpoints, results: len(p.results)}
-		p.starts[k%checkpointRing] = st
-		if k > 0 && st.off-p.lastDense >= denseCheckpointGap && len(p.dense) < maxDenseCheckpoints {
-			p.dense = append(p.dense, checkpoint{msgStart: st, k: k, dense: true})
-			p.lastDense = st.off
-		}
-		for p.candAt < len(p.cands) && p.cands[p.candAt].off < st.off {
-			p.candAt++
-		}
-		if p.candAt < len(p.cands) && p.cands[p.candAt].off == st.off {
-			p.extra = append(p.extra, checkpoint{msgStart: st, k: k})
-			p.candAt++
-		}
+		p.starts[len(p.out.Messages)%checkpointRing] = msgStart{off: r.i, cb: p.out.CacheBreakpoints, results: len(p.results)}
 	}
 	m := Message{Role: RoleOther}
 	var text messageText
@@ -656,10 +550,8 @@ func isHumanText(raw []byte) bool {
 	return !strings.HasPrefix(strings.TrimLeft(head, " \t\r\n"), systemReminderTag)
 }
 
-// finish decodes the texts that are kept, now that the first and last messages are known. It
-// fails only for a body decoded from a Resume whose texts to keep were in the bytes not handed
-// over.
-func (p *bodyParser) finish() error {
+// finish decodes the texts that are kept, now that the first and last messages are known.
+func (p *bodyParser) finish() {
 	msgs := p.out.Messages
 	firstUser, lastUser, last := -1, -1, -1
 	for i, m := range msgs {
@@ -677,28 +569,12 @@ func (p *bodyParser) finish() error {
 			p.out.CompactCommand = true
 		}
 	}
-	var known *lastText // of the last message, when its bytes were not handed over
-	if last >= 0 && last < p.gone {
-		i := slices.IndexFunc(p.lasts, func(t lastText) bool { return t.at == last })
-		if i < 0 {
-			return fmt.Errorf("not decoded: the body's last user or assistant message (message %d of %d) is in the %d bytes that were not handed over", last+1, len(msgs), p.r.base)
-		}
-		known = &p.lasts[i]
-	}
 	if firstUser >= 0 {
-		var f firstHuman
-		if firstUser < p.gone {
-			if p.first.at != firstUser {
-				return errors.New("not decoded: the cache does not know the first user message's text, which was not handed over")
-			}
-			f = p.first
-		} else {
-			f = firstHumanOf(firstUser, p.msgs[firstUser].human)
-		}
-		if f.ok {
-			p.out.FirstHumanTextHash = f.hash
-			p.out.FirstHumanText = f.text
-			msgs[firstUser].Text = f.text
+		if raw := p.msgs[firstUser].human; raw != nil {
+			full := unquote(raw)
+			p.out.FirstHumanTextHash = HashText(full)
+			p.out.FirstHumanText = truncate(full, HumanTextLimit)
+			msgs[firstUser].Text = p.out.FirstHumanText
 		}
 	}
 	if lastUser >= 0 {
@@ -718,11 +594,7 @@ func (p *bodyParser) finish() error {
 		}
 	}
 	if last >= 0 {
-		if known != nil {
-			if msgs[last].Text == "" {
-				msgs[last].Text = known.text
-			}
-		} else if raw := p.msgs[last].human; raw != nil && msgs[last].Text == "" {
+		if raw := p.msgs[last].human; raw != nil && msgs[last].Text == "" {
 			msgs[last].Text = unquotePrefix(raw, HumanTextLimit)
 		}
 		results := msgs[last].ToolResults
@@ -731,21 +603,12 @@ func (p *bodyParser) finish() error {
 			results = slices.Clone(results)
 			msgs[last].ToolResults = results
 		}
-		if known != nil {
-			for i, pv := range known.previews {
-				if i < len(results) {
-					results[i].Preview = pv
-				}
-			}
-			return nil
-		}
 		for i, raw := range p.results[p.msgs[last].resultsFrom:p.msgs[last].resultsTo] {
 			if raw != nil && i < len(results) {
 				results[i].Preview = unquotePrefix(raw, PreviewLimit)
 			}
 		}
 	}
-	return nil
 }
 
 // metadataSessionID finds the session id in metadata.user_id: a JSON object string

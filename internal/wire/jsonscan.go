@@ -19,11 +19,8 @@ import (
 //
 // After the first error every method is a no-op returning zero values; check err at the end.
 type jsonReader struct {
-	b []byte
-	i int
-	// base is the offset of b in the whole document, when b is only its end: errors name
-	// offsets in the whole document.
-	base  int
+	b     []byte
+	i     int
 	depth int
 	err   error
 	// strLen is the decoded length of the last string rawString read.
@@ -44,7 +41,7 @@ func (r *jsonReader) fail(what string) {
 		r.err = fmt.Errorf("unexpected end of JSON input (%s)", what)
 		return
 	}
-	r.err = fmt.Errorf("invalid character %q at offset %d (%s)", r.b[r.i], r.base+r.i, what)
+	r.err = fmt.Errorf("invalid character %q at offset %d (%s)", r.b[r.i], r.i, what)
 }
 
 func (r *jsonReader) ws() {

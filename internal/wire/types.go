@@ -58,10 +58,6 @@ type Request struct {
 	// ContentEncoding is the request's Content-Encoding header ("" for identity): the body copy
 	// handed to the observer is still encoded so.
 	ContentEncoding string
-	// BodyFrom is set when the body handed over with the request starts at BodyFrom.Offset(), its
-	// earlier bytes matching the conversation's previous body (see BodyCache and PrefixSkipper);
-	// nil: the whole body.
-	BodyFrom *Resume
 	// Body is the decoded body. Nil when the request had no JSON body or it could not be decoded;
 	// ParseError then says why (empty when there was simply no body).
 	Body       *Body
