@@ -130,7 +130,9 @@ func (t *Tracker) Response(resp *wire.Response) {
 		ch.failed = failed
 		if msg != nil && !failed {
 			ch.context = msg.Usage.TotalInput()
-			addBlocks(chat, wire.RoleAssistant, msg.Blocks)
+			for typ, n := range msg.Blocks {
+				addBlock(chat, wire.RoleAssistant, typ, n)
+			}
 		}
 	}
 	t.addTotals(ex, resp)

@@ -267,7 +267,8 @@ func TestQueuedTextWithToolResultsContinuesTurn(t *testing.T) {
 	id := c.send(p)
 	c.reply(id, "tool_use", usage(1, 1, 0, 0), tool("toolu_1", "Bash"))
 	queued := results("toolu_1")
-	queued.Blocks[wire.BlockText], queued.HumanText, queued.Text = 1, true, "also check the README"
+	queued.Blocks.Add(wire.BlockText, 1)
+	queued.HumanText, queued.Text = true, "also check the README"
 	id = c.send(p, assistant("toolu_1"), queued)
 	c.reply(id, "end_turn", usage(1, 1, 0, 0))
 	c.check(`

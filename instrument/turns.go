@@ -326,7 +326,7 @@ func (t *Tracker) countNewBlocks(chat *Chat, ch *chain, body *wire.Body) {
 	}
 	for _, m := range body.Messages[from:] {
 		if m.Role != wire.RoleAssistant {
-			addBlocks(chat, m.Role, m.Blocks)
+			m.Blocks.Each(func(typ wire.BlockType, n int) { addBlock(chat, m.Role, typ, n) })
 		}
 	}
 }
@@ -341,16 +341,15 @@ func (t *Tracker) trackPlanMode(sess *session, tr *turn, on bool, now time.Time)
 	sess.planMode = on
 }
 
-func addBlocks(chat *Chat, role wire.Role, blocks map[wire.BlockType]int) {
-	for typ, n := range blocks {
-		if n == 0 {
-			continue
-		}
-		if chat.NewBlocks == nil {
-			chat.NewBlocks = make(map[BlockKey]int)
-		}
-		chat.NewBlocks[BlockKey{Role: role, Type: typ}] += n
+// addBlock counts n content blocks of type typ in role's messages as new in chat.
+func addBlock(chat *Chat, role wire.Role, typ wire.BlockType, n int) {
+	if n == 0 {
+		return
 	}
+	if chat.NewBlocks == nil {
+		chat.NewBlocks = make(map[BlockKey]int)
+	}
+	chat.NewBlocks[BlockKey{Role: role, Type: typ}] += n
 }
 
 func addUsage(a, b wire.Usage) wire.Usage {

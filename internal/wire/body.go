@@ -378,10 +378,9 @@ func parseBlockType(b []byte) BlockType {
 // everything is collected and message() keeps what the role allows.
 func (p *bodyParser) content(m *Message, text *messageText) []string {
 	r := &p.r
-	m.Blocks = make(map[BlockType]int, 2)
 	if r.peek() == '"' {
 		raw, _ := r.str()
-		m.Blocks[BlockText]++
+		m.Blocks.Add(BlockText, 1)
 		p.textBlock(raw, text)
 		return nil
 	}
@@ -391,7 +390,7 @@ func (p *bodyParser) content(m *Message, text *messageText) []string {
 		var blk contentBlock
 		r.object(func(key []byte) { p.blockMember(key, &blk) })
 		bt := parseBlockType(blk.typ)
-		m.Blocks[bt]++
+		m.Blocks.Add(bt, 1)
 		switch bt {
 		case BlockText:
 			if blk.hasText {

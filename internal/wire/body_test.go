@@ -66,7 +66,7 @@ func TestParseBodyFixtures(t *testing.T) {
 					Names: []string{"Agent", "Bash", "Read", "mcp__github__get_issue", "WebSearch"},
 				},
 				Messages: []Message{{
-					Role: RoleUser, Blocks: map[BlockType]int{BlockText: 2}, HumanText: true,
+					Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
 					Text: "Why does TestRetry fail on CI? Fix it.",
 				}},
 				CacheBreakpoints:   3,
@@ -86,17 +86,17 @@ func TestParseBodyFixtures(t *testing.T) {
 				Tools:             ToolsInfo{Present: true},
 				Messages: []Message{
 					{
-						Role: RoleUser, Blocks: map[BlockType]int{BlockText: 2}, HumanText: true,
+						Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
 						Text: "Audit the retry code, use an agent.",
 					},
 					{
 						Role:       RoleAssistant,
-						Blocks:     map[BlockType]int{BlockThinking: 1, BlockText: 1, BlockToolUse: 2},
+						Blocks:     CountBlocks(map[BlockType]int{BlockThinking: 1, BlockText: 1, BlockToolUse: 2}),
 						ToolUseIDs: []string{"toolu_01AgentA", "toolu_01Ls"},
 					},
 					{
 						Role:   RoleUser,
-						Blocks: map[BlockType]int{BlockToolResult: 3},
+						Blocks: CountBlocks(map[BlockType]int{BlockToolResult: 3}),
 						ToolResults: []ToolResult{
 							{ToolUseID: "toolu_01Ls", Bytes: len("go.mod\nmain.go\n"), Preview: "go.mod\nmain.go\n"},
 							{
@@ -106,7 +106,7 @@ func TestParseBodyFixtures(t *testing.T) {
 							{ToolUseID: "toolu_01Img", IsError: true, Bytes: len(imageBlock)},
 						},
 					},
-					{Role: RoleSystem, Blocks: map[BlockType]int{BlockText: 1}},
+					{Role: RoleSystem, Blocks: CountBlocks(map[BlockType]int{BlockText: 1})},
 				},
 				CacheBreakpoints:   1,
 				FirstHumanText:     "Audit the retry code, use an agent.",
@@ -126,12 +126,12 @@ func TestParseBodyFixtures(t *testing.T) {
 					Subagent:      true,
 				},
 				Messages: []Message{
-					{Role: RoleUser, Blocks: map[BlockType]int{BlockText: 1}, HumanText: true, Text: continued},
+					{Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 1}), HumanText: true, Text: continued},
 					{
-						Role: RoleUser, Blocks: map[BlockType]int{BlockText: 2}, HumanText: true,
+						Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
 						Text: "<command-name>/compact</command-name>\n<command-message>compact</command-message>\n<command-args></command-args>",
 					},
-					{Role: RoleOther, Blocks: map[BlockType]int{BlockOther: 1}},
+					{Role: RoleOther, Blocks: CountBlocks(map[BlockType]int{BlockOther: 1})},
 				},
 				FirstHumanText:     continued,
 				FirstHumanTextHash: HashText(continued),

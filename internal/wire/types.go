@@ -7,7 +7,10 @@
 // wire copies of the bytes it has already forwarded.
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Endpoint classifies a request path. The zero value is EndpointOther.
 type Endpoint int
@@ -161,11 +164,72 @@ const (
 	BlockOther            BlockType = "other"
 )
 
+// blockTypes lists the block types in the order BlockCounts keeps them.
+var blockTypes = [...]BlockType{BlockText, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking, BlockImage, BlockDocument, BlockOther}
+
+// blockIndex is t's index in blockTypes; unknown types count as BlockOther.
+func blockIndex(t BlockType) int {
+	switch t {
+	case BlockText:
+		return 0
+	case BlockToolUse:
+		return 1
+	case BlockToolResult:
+		return 2
+	case BlockThinking:
+		return 3
+	case BlockRedactedThinking:
+		return 4
+	case BlockImage:
+		return 5
+	case BlockDocument:
+		return 6
+	default:
+		return 7
+	}
+}
+
+// BlockCounts counts content blocks by type. It is a value, not a map: a request's history has
+// hundreds of messages, and BodyCache keeps them decoded. The zero value counts none.
+type BlockCounts [len(blockTypes)]int32
+
+// CountBlocks returns the counts in m (types BlockCounts does not know count as BlockOther).
+func CountBlocks(m map[BlockType]int) BlockCounts {
+	var c BlockCounts
+	for t, n := range m {
+		c.Add(t, n)
+	}
+	return c
+}
+
+// Add counts n more blocks of type t.
+func (c *BlockCounts) Add(t BlockType, n int) { c[blockIndex(t)] += int32(n) }
+
+// Get returns how many blocks of type t there are.
+func (c BlockCounts) Get(t BlockType) int { return int(c[blockIndex(t)]) }
+
+// Each calls f with every block type that has a count, in a fixed order.
+func (c BlockCounts) Each(f func(t BlockType, n int)) {
+	for i, n := range c {
+		if n != 0 {
+			f(blockTypes[i], int(n))
+		}
+	}
+}
+
+// MarshalJSON writes the counts as an object of the types that have one, like the map they
+// replace.
+func (c BlockCounts) MarshalJSON() ([]byte, error) {
+	m := make(map[BlockType]int, len(c))
+	c.Each(func(t BlockType, n int) { m[t] = n })
+	return json.Marshal(m)
+}
+
 // Message is one message of the request, reduced to what the tracker uses.
 type Message struct {
 	Role Role
 	// Blocks counts content blocks by type.
-	Blocks map[BlockType]int
+	Blocks BlockCounts
 	// HumanText is true when a user message has text that is not only <system-reminder> blocks.
 	HumanText bool
 	// Text is the message's human text (system reminders skipped), truncated to HumanTextLimit.
