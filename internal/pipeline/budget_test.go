@@ -1,6 +1,8 @@
 package pipeline_test
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +51,49 @@ func TestQueueBudget(t *testing.T) {
 		})
 	}
 	p.Flush()
+}
+
+// TestQueueFullWarning checks that dropped bodies are logged at most once a minute, with their
+// count, and once more at shutdown for what is left.
+func TestQueueFullWarning(t *testing.T) {
+	var logs strings.Builder
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := pipeline.New(instrument.New(instrument.Sinks{}), pipeline.WithQueueBudget(100),
+		pipeline.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), pipeline.WithClock(func() time.Time { return now }))
+	var id uint64
+	burst := func() {
+		for range 3 {
+			id++
+			p.RequestRead(&wire.Request{ExchangeID: id, Endpoint: wire.EndpointMessages}, []byte(`{"messages":[`+strings.Repeat(" ", 80)+`]}`))
+		}
+		p.Flush()
+	}
+	warnings := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "decode queue full") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	burst() // the first body fits, two are dropped: warned at once
+	burst()
+	now = now.Add(30 * time.Second)
+	burst()
+	if w := warnings(); len(w) != 1 || !strings.Contains(w[0], "count=2") {
+		t.Fatalf("after three bursts within a minute: %q, want one warning of 2", w)
+	}
+	now = now.Add(31 * time.Second)
+	burst()
+	if w := warnings(); len(w) != 2 || !strings.Contains(w[1], "count=6") {
+		t.Fatalf("a minute after the first warning: %q, want a second one of 6", w)
+	}
+	burst()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Run(ctx)
+	if w := warnings(); len(w) != 3 || !strings.Contains(w[2], "count=2") {
+		t.Fatalf("at shutdown: %q, want a last warning of 2", w)
+	}
 }

@@ -27,6 +27,10 @@ type Pipeline struct {
 	// endpoints remembers, per exchange in flight, what its response decodes as. Only the
 	// pipeline goroutine touches it.
 	endpoints map[uint64]wire.Endpoint
+	// unlogged counts dropped bodies not yet warned about; lastWarn is when the last warning
+	// went out. Only the pipeline goroutine touches them.
+	unlogged int
+	lastWarn time.Time
 	// bodies decodes request bodies, each from where the last body of its conversation stops
 	// being the same. Only the pipeline goroutine touches it.
 	bodies *wire.BodyCache
@@ -34,7 +38,7 @@ type Pipeline struct {
 	mu      sync.Mutex
 	queue   []event
 	queued  int // body bytes pushed and not yet decoded
-	dropped int // bodies dropped since the last warning
+	dropped int // bodies dropped since the pipeline goroutine last looked
 	wake    chan struct{}
 	done    chan struct{}
 }
@@ -131,6 +135,7 @@ func (p *Pipeline) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			p.drain()
+			p.warnDropped(true)
 			p.tracker.Close(p.now())
 			return
 		case <-p.wake:
@@ -154,12 +159,10 @@ func (p *Pipeline) drain() {
 		p.mu.Lock()
 		batch := p.queue
 		p.queue = nil
-		dropped := p.dropped
+		p.unlogged += p.dropped
 		p.dropped = 0
 		p.mu.Unlock()
-		if dropped > 0 {
-			p.log.Warn("decode queue full: bodies not decoded", "count", dropped)
-		}
+		p.warnDropped(false)
 		if len(batch) == 0 {
 			return
 		}
@@ -180,6 +183,24 @@ func (p *Pipeline) drain() {
 			}
 		}
 	}
+}
+
+// dropWarnInterval is the least time between two warnings that bodies were dropped: under
+// sustained overload that is one line a minute, with a count, not one per batch.
+const dropWarnInterval = time.Minute
+
+// warnDropped logs the bodies dropped since the last warning, if there are any and the last
+// warning is old enough (or final, at shutdown).
+func (p *Pipeline) warnDropped(final bool) {
+	if p.unlogged == 0 {
+		return
+	}
+	now := p.now()
+	if !final && !p.lastWarn.IsZero() && now.Sub(p.lastWarn) < dropWarnInterval {
+		return
+	}
+	p.log.Warn("decode queue full: bodies not decoded", "count", p.unlogged)
+	p.unlogged, p.lastWarn = 0, now
 }
 
 func (p *Pipeline) handle(ev event) {
