@@ -153,7 +153,7 @@ func TestServeShutdownLetsStreamsFinish(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
-		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-6\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, messageStartEvent)
 		fl.Flush()
 		<-release
 		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
@@ -178,18 +178,8 @@ func TestServeShutdownLetsStreamsFinish(t *testing.T) {
 		return err == nil
 	})
 
-	body := `{"model":"claude-sonnet-4-6","stream":true,"max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]}`
-	req, _ := http.NewRequest("POST", "http://"+proxyAddr+"/v1/messages", strings.NewReader(body))
-	req.Header.Set("X-Claude-Code-Session-Id", "shutdown-session")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, br := openStream(t, proxyAddr, "shutdown-session")
 	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "event: message_start") {
-		t.Fatalf("first line %q, %v", line, err)
-	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -242,6 +232,29 @@ func waitFor(t *testing.T, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// messageStartEvent is the first event of the streams these tests' upstreams send.
+const messageStartEvent = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-6\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+
+// openStream sends a streaming Messages request of session through the proxy at proxyAddr and
+// reads its first line, which must open message_start; the caller reads the rest and closes
+// the body.
+func openStream(t *testing.T, proxyAddr, session string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	body := `{"model":"claude-sonnet-4-6","stream":true,"max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+proxyAddr+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Claude-Code-Session-Id", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "event: message_start") {
+		resp.Body.Close()
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	return resp, br
 }
 
 type syncBuffer struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,7 +43,7 @@ func TestShutdownPastGrace(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-6\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, messageStartEvent)
 		w.(http.Flusher).Flush()
 		select {
 		case <-release:
@@ -56,18 +55,8 @@ func TestShutdownPastGrace(t *testing.T) {
 
 	s := startServe(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_BSP_SCHEDULE_DELAY=50"},
 		"--upstream", upstream.URL, "--shutdown-grace", "1s")
-	body := `{"model":"claude-sonnet-4-6","stream":true,"max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]}`
-	req, _ := http.NewRequest(http.MethodPost, "http://"+s.proxyAddr+"/v1/messages", strings.NewReader(body))
-	req.Header.Set("X-Claude-Code-Session-Id", "shutdown-past-grace")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, br := openStream(t, s.proxyAddr, "shutdown-past-grace")
 	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "event: message_start") {
-		t.Fatalf("first line %q, %v", line, err)
-	}
 
 	begin := time.Now()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
