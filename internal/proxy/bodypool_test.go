@@ -111,19 +111,48 @@ func sameArray(a, b []byte) bool { return &a[:1][0] == &b[:1][0] }
 
 func TestRecycleBody(t *testing.T) {
 	t.Run("a buffer of a class size is reused", func(t *testing.T) {
-		// sync.Pool may drop what it is given (at a garbage collection, and at random under
-		// the race detector), so try a few times.
-		for range 100 {
-			b := append(getBody(100<<10), "body"...)
+		b := append(getBody(100<<10), "body"...)
+		RecycleBody(b)
+		got := getBody(97 << 10)
+		if !sameArray(got, b) {
+			t.Fatal("a recycled buffer did not come back")
+		}
+		if len(got) != 0 || cap(got) != 112<<10 {
+			t.Fatalf("reused buffer has len %d cap %d, want 0 and %d", len(got), cap(got), 112<<10)
+		}
+	})
+	t.Run("the pool keeps at most maxPooledBodyBytes", func(t *testing.T) {
+		// Start from an empty pool, whatever earlier tests gave back.
+		bodyPool.mu.Lock()
+		clear(bodyPool.free[:])
+		bodyPool.bytes = 0
+		bodyPool.mu.Unlock()
+		const size = 1 << 20
+		var given [][]byte
+		for range 2 * maxPooledBodyBytes / size {
+			given = append(given, getBody(size))
+		}
+		for _, b := range given {
 			RecycleBody(b)
-			if got := getBody(97 << 10); sameArray(got, b) {
-				if len(got) != 0 || cap(got) != 112<<10 {
-					t.Fatalf("reused buffer has len %d cap %d, want 0 and %d", len(got), cap(got), 112<<10)
+		}
+		bodyPool.mu.Lock()
+		pooled := bodyPool.bytes
+		bodyPool.mu.Unlock()
+		if pooled > maxPooledBodyBytes {
+			t.Fatalf("pool holds %d bytes, more than %d", pooled, maxPooledBodyBytes)
+		}
+		reused := 0
+		for range given {
+			b := getBody(size)
+			for _, g := range given {
+				if sameArray(b, g) {
+					reused++
 				}
-				return
 			}
 		}
-		t.Fatal("a recycled buffer never came back")
+		if want := maxPooledBodyBytes / size; reused != want {
+			t.Errorf("%d buffers came back, want the %d the pool has room for", reused, want)
+		}
 	})
 	t.Run("other buffers are ignored", func(t *testing.T) {
 		class := getBody(64 << 10)
