@@ -97,7 +97,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
-	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log))
+	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log), pipeline.WithIdle(releaseMemory))
 	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
 		a.closeTracing()

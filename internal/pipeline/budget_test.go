@@ -97,3 +97,47 @@ func TestQueueFullWarning(t *testing.T) {
 		t.Fatalf("at shutdown: %q, want a last warning of 2", w)
 	}
 }
+
+// TestIdleAfterBurst checks that WithIdle's function is called after a burst of exchanges ends,
+// and never while the pipeline stays quiet.
+func TestIdleAfterBurst(t *testing.T) {
+	idle := make(chan struct{}, 100)
+	p := pipeline.New(instrument.New(instrument.Sinks{}), pipeline.WithTickInterval(5*time.Millisecond),
+		pipeline.WithIdle(func() { idle <- struct{}{} }))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-p.Done() }()
+	go p.Run(ctx)
+
+	quiet := func(d time.Duration) {
+		t.Helper()
+		select {
+		case <-idle:
+			t.Fatal("idle called while nothing happened")
+		case <-time.After(d):
+		}
+	}
+	var id uint64
+	burst := func() {
+		for range 20 {
+			id++
+			p.RequestRead(&wire.Request{ExchangeID: id, Endpoint: wire.EndpointMessages}, []byte(`{"messages":[]}`))
+			time.Sleep(time.Millisecond)
+		}
+	}
+	quiet(50 * time.Millisecond)
+	for range 2 {
+		burst()
+		select {
+		case <-idle:
+		case <-time.After(5 * time.Second):
+			t.Fatal("idle not called after a burst")
+		}
+		// A slow machine may have seen a pause within the burst as its end; drain those
+		// calls, then nothing more may come.
+		time.Sleep(20 * time.Millisecond)
+		for len(idle) > 0 {
+			<-idle
+		}
+		quiet(50 * time.Millisecond)
+	}
+}
