@@ -49,7 +49,8 @@ type StreamDecoder struct {
 	skipped    int    // events or lines that could not be decoded
 	firstSkip  string // why the first of them was skipped
 
-	slow bool // tests: decode every event with the general decoder (no textDelta)
+	slow     bool // tests: decode every event with the general decoder (no blockDeltaShape)
+	buffered bool // tests: decode every event line by line through event and data (no eventInPlace)
 }
 
 // openBlock is a content block between its content_block_start and content_block_stop.
@@ -76,6 +77,12 @@ func (d *StreamDecoder) Write(p []byte, now time.Time) {
 		}
 	}
 	for len(p) > 0 {
+		if !d.buffered && d.betweenEvents() {
+			if n := d.eventInPlace(p, now); n > 0 {
+				p = p[n:]
+				continue
+			}
+		}
 		nl := bytes.IndexByte(p, '\n')
 		seg := p
 		if nl >= 0 {
@@ -109,6 +116,132 @@ func (d *StreamDecoder) Write(p []byte, now time.Time) {
 		d.overlong = false
 		p = p[next:]
 	}
+}
+
+// betweenEvents reports whether the next byte starts a line and no event is pending.
+func (d *StreamDecoder) betweenEvents() bool {
+	return len(d.line) == 0 && !d.overlong && len(d.event) == 0 && !d.hasData && !d.dataOver
+}
+
+const (
+	// maxInPlaceName bounds the event name eventInPlace reads; the Messages API's are under 20
+	// bytes.
+	maxInPlaceName = 64
+	// blockDeltaEventHead starts nearly every event of a stream.
+	blockDeltaEventHead = "event: content_block_delta\ndata: "
+)
+
+// eventInPlace decodes the event at the start of p, called between events, when it lies wholly
+// in p and has the shape the Messages API always sends: an optional event line, one data line
+// and the blank line (`event: NAME\ndata: JSON\n\n`, with any of the three line ends). It reads
+// name and data where they lie rather than copying them line by line into d.event and d.data,
+// and returns the event's length. It returns 0, having changed nothing, for anything else (an
+// event cut by the chunk's end, several data lines, comments, other fields), which Write then
+// takes line by line; both ways hand handleEvent the same name and data.
+func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
+	var name []byte
+	i := 0
+	switch {
+	case bytes.HasPrefix(p, []byte(blockDeltaEventHead)):
+		// Nearly every event: its lines' starts in one comparison.
+		name, i = p[len("event: "):len(blockDeltaEventHead)-len("\ndata: ")], len(blockDeltaEventHead)
+	case bytes.HasPrefix(p, []byte("event:")):
+		i = fieldValue(p, len("event:"))
+		start := i
+		for i < len(p) && p[i] != '\n' && p[i] != '\r' {
+			if i-start == maxInPlaceName {
+				return 0
+			}
+			i++
+		}
+		name = p[start:i]
+		if i = lineEnd(p, i); i < 0 {
+			return 0
+		}
+		fallthrough
+	default:
+		if !bytes.HasPrefix(p[i:], []byte("data:")) {
+			return 0
+		}
+		i = fieldValue(p, i+len("data:"))
+	}
+	var (
+		data    []byte
+		index   int
+		delta   blockDeltaFields
+		isDelta bool
+	)
+	if !d.slow {
+		// A content_block_delta's data ends where its JSON does: no need to search for the
+		// line's end. The JSON holds neither \n nor \r, so it is the same on the line alone.
+		if x, f, n, ok := blockDeltaShapePrefix(p[i:]); ok && i+n < len(p) && (p[i+n] == '\n' || p[i+n] == '\r') {
+			data, index, delta, isDelta = p[i:i+n], x, f, true
+		}
+	}
+	if !isDelta {
+		n := lineLength(p[i:])
+		if n < 0 || n+1 > maxSSELine {
+			return 0
+		}
+		data = p[i : i+n]
+	}
+	i = lineEnd(p, i+len(data))
+	if i < 0 || i == len(p) {
+		return 0
+	}
+	end := lineEnd(p, i) // the blank line's
+	if end < 0 {
+		return 0
+	}
+	if end == len(p) && p[end-1] == '\r' {
+		d.skipLF = true // as Write would: the same state either way
+	}
+	if isDelta {
+		d.handleBlockDelta(index, delta, now)
+	} else if err := d.handleEvent(name, data, now); err != nil {
+		d.skip(err.Error())
+	}
+	return end
+}
+
+// fieldValue returns where the value of the SSE field whose colon ends at i starts: after one
+// optional space.
+func fieldValue(p []byte, i int) int {
+	if i < len(p) && p[i] == ' ' {
+		i++
+	}
+	return i
+}
+
+// lineLength returns the length of the line at the start of p, up to its \n or \r; -1 when p
+// holds no line end.
+func lineLength(p []byte) int {
+	nl := bytes.IndexByte(p, '\n')
+	seg := p
+	if nl >= 0 {
+		seg = p[:nl]
+	}
+	if cr := bytes.IndexByte(seg, '\r'); cr >= 0 {
+		return cr
+	}
+	return nl
+}
+
+// lineEnd returns where the line after the line end at p[i] starts: past \n, \r\n or \r; p's
+// length for a \r that is p's last byte, whose \n (if any) starts the next chunk. It returns -1
+// when p[i] does not end a line (or i is p's length).
+func lineEnd(p []byte, i int) int {
+	switch {
+	case i >= len(p):
+		return -1
+	case p[i] == '\n':
+		return i + 1
+	case p[i] != '\r':
+		return -1
+	case i+1 < len(p) && p[i+1] == '\n':
+		return i + 2
+	}
+	return i + 1
 }
 
 // appendLine keeps the start of a line that continues in the next chunk.
@@ -220,53 +353,90 @@ type blockDeltaFields struct {
 	partialLen         int // decoded length of partial
 }
 
-// readBlockDelta reads a content_block_delta's delta object from r.
-// Text deltas are nearly every event of a stream, and the Messages API always sends them in
-// the same shape; textDelta recognises that shape byte for byte, so that most events skip the
-// general decoder.
+// Nearly every event of a stream is a content_block_delta, and the Messages API always sends
+// them in one of two shapes, byte for byte; blockDeltaShape recognises them, so that most
+// events skip the general decoder.
 const (
-	textDeltaHead = `{"type":"content_block_delta","index":`
-	textDeltaMid  = `,"delta":{"type":"text_delta","text":`
-	textDeltaTail = `}}`
+	blockDeltaHead       = `{"type":"content_block_delta","index":`
+	blockDeltaMid        = `,"delta":{"type":"`
+	textDeltaMember      = `text_delta","text":`
+	inputJSONDeltaMember = `input_json_delta","partial_json":`
+	blockDeltaTail       = `}}`
+	// maxShapeIndexDigits keeps a shaped index within what jsonReader.integer reads the same.
+	maxShapeIndexDigits = 9
 )
 
-// textDelta returns the raw text of a content_block_delta event's data that is exactly
-// {"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}} (white space
-// allowed only at its end), which handleEvent would decode to the same. ok is false for anything
-// else, which the general decoder then handles (and reports, if it is not valid).
-func textDelta(data []byte) (text []byte, ok bool) {
-	if !bytes.HasPrefix(data, []byte(textDeltaHead)) {
-		return nil, false
+// blockDeltaShape returns the index and delta of a content_block_delta event's data that is
+// exactly
+//
+//	{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}
+//	{"type":"content_block_delta","index":N,"delta":{"type":"input_json_delta","partial_json":"…"}}
+//
+// (white space allowed only at its end), as handleEvent's general decoder would read them. ok is
+// false for anything else, which the general decoder then handles (and reports, if it is not
+// valid).
+func blockDeltaShape(data []byte) (index int, f blockDeltaFields, ok bool) {
+	index, f, n, ok := blockDeltaShapePrefix(data)
+	if !ok {
+		return 0, blockDeltaFields{}, false
 	}
-	i := len(textDeltaHead)
-	switch {
-	case i < len(data) && data[i] == '0':
-		i++
-	case i < len(data) && data[i] >= '1' && data[i] <= '9':
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-	default:
-		return nil, false
-	}
-	if !bytes.HasPrefix(data[i:], []byte(textDeltaMid)) {
-		return nil, false
-	}
-	r := jsonReader{b: data, i: i + len(textDeltaMid)}
-	if r.i >= len(data) || data[r.i] != '"' {
-		return nil, false
-	}
-	text = r.rawString()
-	if r.err != nil || !bytes.HasPrefix(data[r.i:], []byte(textDeltaTail)) {
-		return nil, false
-	}
-	r.i += len(textDeltaTail)
+	r := jsonReader{b: data, i: n}
 	if r.end() != nil {
-		return nil, false
+		return 0, blockDeltaFields{}, false
 	}
-	return text, true
+	return index, f, true
 }
 
+// blockDeltaShapePrefix is blockDeltaShape for the start of p: it also returns the length of
+// the object p starts with, whatever follows it.
+func blockDeltaShapePrefix(p []byte) (index int, f blockDeltaFields, n int, ok bool) {
+	if !bytes.HasPrefix(p, []byte(blockDeltaHead)) {
+		return 0, f, 0, false
+	}
+	i := len(blockDeltaHead)
+	for i < len(p) && p[i] >= '0' && p[i] <= '9' {
+		index = index*10 + int(p[i]-'0')
+		i++
+	}
+	switch digits := i - len(blockDeltaHead); {
+	case digits == 0 || digits > maxShapeIndexDigits:
+		return 0, f, 0, false
+	case digits > 1 && p[len(blockDeltaHead)] == '0': // not JSON
+		return 0, f, 0, false
+	}
+	if !bytes.HasPrefix(p[i:], []byte(blockDeltaMid)) {
+		return 0, f, 0, false
+	}
+	i += len(blockDeltaMid)
+	rest := p[i:]
+	var member int
+	switch {
+	case bytes.HasPrefix(rest, []byte(textDeltaMember)):
+		member = len(textDeltaMember)
+		f.typ = rest[:len("text_delta")]
+	case bytes.HasPrefix(rest, []byte(inputJSONDeltaMember)):
+		member = len(inputJSONDeltaMember)
+		f.typ = rest[:len("input_json_delta")]
+	default:
+		return 0, f, 0, false
+	}
+	r := jsonReader{b: p, i: i + member}
+	if r.i >= len(p) || p[r.i] != '"' {
+		return 0, blockDeltaFields{}, 0, false
+	}
+	s := r.rawString()
+	if r.err != nil || !bytes.HasPrefix(p[r.i:], []byte(blockDeltaTail)) {
+		return 0, blockDeltaFields{}, 0, false
+	}
+	if member == len(textDeltaMember) {
+		f.text = s
+	} else {
+		f.partial, f.partialLen = s, r.strLen
+	}
+	return index, f, r.i + len(blockDeltaTail), true
+}
+
+// readBlockDelta reads a content_block_delta's delta object from r.
 func readBlockDelta(r *jsonReader) blockDeltaFields {
 	var f blockDeltaFields
 	r.object(func(key []byte) {
@@ -286,11 +456,8 @@ func readBlockDelta(r *jsonReader) blockDeltaFields {
 
 func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	if !d.slow {
-		if text, ok := textDelta(data); ok {
-			if d.firstChunk.IsZero() {
-				d.firstChunk = now
-			}
-			d.msg.appendText(text)
+		if index, f, ok := blockDeltaShape(data); ok {
+			d.handleBlockDelta(index, f, now)
 			return nil
 		}
 	}
@@ -334,14 +501,11 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	case "content_block_start":
 		d.blockStart(ev.index, ev.contentBlock)
 	case "content_block_delta":
-		if d.firstChunk.IsZero() {
-			d.firstChunk = now
-		}
 		if !ev.hasBlockDelta {
 			sub := jsonReader{b: ev.delta}
 			ev.blockDelta = readBlockDelta(&sub)
 		}
-		d.blockDelta(ev.index, ev.blockDelta)
+		d.handleBlockDelta(ev.index, ev.blockDelta, now)
 	case "content_block_stop":
 		d.blockStop(ev.index, now)
 	case "message_delta":
@@ -371,6 +535,14 @@ func (d *StreamDecoder) blockStart(index int, raw []byte) {
 		d.msg.tools[blk.tool].InputBytes = 0
 	}
 	d.open[index] = ob
+}
+
+// handleBlockDelta handles a content_block_delta event.
+func (d *StreamDecoder) handleBlockDelta(index int, f blockDeltaFields, now time.Time) {
+	if d.firstChunk.IsZero() {
+		d.firstChunk = now
+	}
+	d.blockDelta(index, f)
 }
 
 func (d *StreamDecoder) blockDelta(index int, f blockDeltaFields) {

@@ -259,6 +259,89 @@ func TestStreamDecoderCases(t *testing.T) {
 	}
 }
 
+const textDeltaJSON = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi \"there\"\u00e9"}}`
+
+// TestStreamDecoderInPlace checks that events whole in a chunk and shaped as the Messages API
+// sends them are read in place, whatever the line ends, and decode as when taken line by line;
+// and that everything else still is taken line by line.
+func TestStreamDecoderInPlace(t *testing.T) {
+	events := func(eol string) string {
+		return strings.Join([]string{
+			"event: message_start", `data: {"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":3}}}`, "",
+			"event: content_block_start", `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, "",
+			"event: content_block_delta", "data: " + textDeltaJSON, "",
+			"event:content_block_delta", "data:" + textDeltaJSON, "",
+			"data: " + textDeltaJSON, "",
+			"event: content_block_delta", `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"!"}} `, "",
+			"event: content_block_stop", `data: {"type":"content_block_stop","index":0}`, "",
+			"event: message_delta", `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`, "",
+			"event: message_stop", `data: {"type":"message_stop"}`, "", "",
+		}, eol)
+	}
+	tests := []struct {
+		name    string
+		raw     string
+		inPlace bool // every event is read in place: the buffers of events taken line by line stay unused
+	}{
+		{name: "LF", raw: events("\n"), inPlace: true},
+		{name: "CRLF", raw: events("\r\n"), inPlace: true},
+		{name: "CR", raw: events("\r"), inPlace: true},
+		{name: "malformed data", raw: "event: content_block_delta\ndata: {\"type\":\n\ndata: [DONE]\n\n" + events("\n"), inPlace: true},
+		// Lines between events are taken one by one, but change nothing for the next event.
+		{name: "comment between events", raw: ": keep-alive\n\n" + events("\n"), inPlace: true},
+		{name: "id field before an event", raw: "id: 1\n" + events("\n"), inPlace: true},
+		{name: "comment in an event", raw: "event: message_start\n: keep-alive\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\"}}\n\n" + events("\n")},
+		{name: "id field in an event", raw: "event: message_start\nid: 1\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\"}}\n\n" + events("\n")},
+		{name: "two data lines", raw: "event: message_start\ndata: {\"type\":\"message_start\",\ndata: \"message\":{\"id\":\"msg_2\"}}\n\n" + events("\n")},
+		{name: "long event name", raw: "event: " + strings.Repeat("x", maxInPlaceName+1) + "\ndata: {}\n\n" + events("\n")},
+		{name: "data line first", raw: "data: {}\nevent: ping\n\n" + events("\n")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := []byte(tt.raw)
+			lineByLine := &StreamDecoder{buffered: true}
+			lineByLine.Write(raw, t0)
+			var want Response
+			lineByLine.Finish(&want)
+			if want.Message == nil || want.Incomplete {
+				t.Fatalf("line by line: %+v", want)
+			}
+
+			d := NewStreamDecoder()
+			d.Write(raw, t0)
+			if inPlace := d.data == nil && d.event == nil; inPlace != tt.inPlace {
+				t.Errorf("all events read in place: %v, want %v", inPlace, tt.inPlace)
+			}
+			var got Response
+			d.Finish(&got)
+			diffResponse(t, got, want)
+
+			// One event per chunk, as the proxy forwards them, except that a CRLF ending an
+			// event is split: its CR ends a chunk, its LF starts the next.
+			d = NewStreamDecoder()
+			for rest := raw; len(rest) > 0; {
+				n := len(rest)
+				for _, blank := range []string{"\n\n", "\r\r", "\r\n\r\n"} {
+					if k := bytes.Index(rest, []byte(blank)); k >= 0 && k+len(blank) < n {
+						n = k + len(blank)
+					}
+				}
+				if rest[n-1] == '\n' && n > 1 && rest[n-2] == '\r' {
+					n--
+				}
+				d.Write(rest[:n], t0)
+				rest = rest[n:]
+			}
+			if inPlace := d.data == nil && d.event == nil; inPlace != tt.inPlace {
+				t.Errorf("one event per chunk: all events read in place: %v, want %v", inPlace, tt.inPlace)
+			}
+			got = Response{}
+			d.Finish(&got)
+			diffResponse(t, got, want)
+		})
+	}
+}
+
 func TestStreamDecoderBoundsMemory(t *testing.T) {
 	d := NewStreamDecoder()
 	d.Write([]byte("data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\ndata: \""), t0)
@@ -429,9 +512,34 @@ func FuzzStreamDecoder(f *testing.F) {
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x\q"}}`,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"usage":{}}`,
 		`{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": \"\u00e9"}}`,
+		`{"type":"content_block_delta","index":1234567890,"delta":{"type":"input_json_delta","partial_json":"x"}}`,
+		`{"type":"content_block_delta","index":123456789,"delta":{"type":"input_json_delta","partial_json":""}}`,
+		`{"type":"content_block_delta","index":99999999999999999999,"delta":{"type":"input_json_delta","partial_json":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","partial_json":"x"}}`,
 	} {
 		f.Add([]byte("event: content_block_delta\ndata: "+data+"\n\n"), uint16(3))
 		f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\nevent: content_block_delta\ndata: "+data+"\n\n"), uint16(5))
+		f.Add([]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"name\":\"Agent\",\"input\":{}}}\n\nevent: content_block_delta\ndata: "+data+"\n\nevent: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"), uint16(9))
+	}
+	// Shapes around the in-place path: line ends, CR at a chunk's end, long names, several
+	// data lines, comments and other fields between or inside events, events cut short.
+	for _, s := range []string{
+		"event: content_block_delta\r\ndata: " + textDeltaJSON + "\r\n\r\nevent: message_stop\rdata: {\"type\":\"message_stop\"}\r\r",
+		"event: content_block_delta\ndata: " + textDeltaJSON + "\r\n\r",
+		"event: content_block_delta\ndata: " + textDeltaJSON + "\r\r\ndata: {}\n\n",
+		"event: content_block_delta\ndata: " + textDeltaJSON + " \n\n",
+		"event: content_block_delta\ndata: " + textDeltaJSON + "\ndata: x\n\n",
+		"event: content_block_delta\ndata: " + textDeltaJSON + "\nid: 1\n\n",
+		"event: content_block_delta\ndata: " + textDeltaJSON + "\n: c\n\n",
+		"event:content_block_delta\ndata:" + textDeltaJSON + "\n\n",
+		"event:\ndata:\n\ndata\n\nevent\ndata: {}\n\n",
+		"event: " + strings.Repeat("n", 70) + "\ndata: {\"type\":\"message_stop\"}\n\n",
+		": hi\nevent: x\ndata: {\"type\":\"message_stop\"}\n\n",
+		"event: a\nevent: b\ndata: {}\n\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\nb\"}}\n\n",
+	} {
+		f.Add([]byte(s), uint16(11))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, seed uint16) {
 		whole := decodeStream(raw)
@@ -449,13 +557,39 @@ func FuzzStreamDecoder(f *testing.F) {
 		if !reflect.DeepEqual(whole, chunked) {
 			t.Fatalf("chunking changes the result:\nwhole:   %+v\nchunked: %+v", whole, chunked)
 		}
-		// The text delta shortcut must decode exactly as the general decoder does.
+		// Events read in place must decode exactly as when taken line by line, whether the
+		// decoder is told to (buffered) or an event never lies whole in a chunk (byte at a time).
+		buffered := &StreamDecoder{buffered: true}
+		buffered.Write(raw, t0)
+		var lineByLine Response
+		buffered.Finish(&lineByLine)
+		if !reflect.DeepEqual(whole, lineByLine) {
+			t.Fatalf("reading events in place changes the result:\nin place:     %+v\nline by line: %+v", whole, lineByLine)
+		}
+		d = NewStreamDecoder()
+		for i := range raw {
+			d.Write(raw[i:i+1], t0)
+		}
+		var bytewise Response
+		d.Finish(&bytewise)
+		if !reflect.DeepEqual(whole, bytewise) {
+			t.Fatalf("feeding a byte at a time changes the result:\nwhole:          %+v\nbyte at a time: %+v", whole, bytewise)
+		}
+		// The content_block_delta shortcut must decode exactly as the general decoder does.
 		slow := &StreamDecoder{slow: true}
 		slow.Write(raw, t0)
 		var general Response
 		slow.Finish(&general)
 		if !reflect.DeepEqual(whole, general) {
-			t.Fatalf("the text delta shortcut changes the result:\nshortcut: %+v\ngeneral:  %+v", whole, general)
+			t.Fatalf("the content_block_delta shortcut changes the result:\nshortcut: %+v\ngeneral:  %+v", whole, general)
+		}
+		// Nor may both shortcuts together: this decoder takes the way every event used to.
+		slow = &StreamDecoder{slow: true, buffered: true}
+		slow.Write(raw, t0)
+		general = Response{}
+		slow.Finish(&general)
+		if !reflect.DeepEqual(whole, general) {
+			t.Fatalf("the shortcuts change the result:\nshortcuts: %+v\nneither:   %+v", whole, general)
 		}
 		if m := whole.Message; m != nil {
 			if len(m.Text) > PreviewLimit || len(m.ToolUses) > maxToolUses {
