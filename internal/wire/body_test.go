@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -353,6 +354,45 @@ func TestUnquoteMatchesEncodingJSON(t *testing.T) {
 		t.Run(raw, func(t *testing.T) {
 			checkUnquote(t, []byte(raw))
 		})
+	}
+}
+
+// TestRawStringStopsAtFirstSpecialByte puts a quote, a backslash or a control character at every
+// offset of strings long and short, among bytes the eight-byte scan must pass over (some one
+// above a byte it looks for, whose borrows can mark a byte wrongly), and checks where rawString
+// stops.
+func TestRawStringStopsAtFirstSpecialByte(t *testing.T) {
+	filler := []byte{'#', ']', '!', ' ', 0x7f, 0x80, 0xa2, 0xdc, 0xff, 0x21, 0x5d}
+	for n := 1; n <= 40; n++ {
+		for k := range n {
+			for _, c := range []byte{'"', '\\', 0x00, 0x01, '\n', 0x1f} {
+				b := []byte{'"'}
+				for j := range n {
+					b = append(b, filler[(j*7+k)%len(filler)])
+				}
+				b[1+k] = c
+				b = append(b, '"')
+				r := jsonReader{b: b}
+				got := r.rawString()
+				var want string
+				switch {
+				case c == '"':
+					if r.err != nil || !bytes.Equal(got, b[1:1+k]) || r.i != 2+k {
+						t.Fatalf("rawString(%q) = %q, next %d, err %v; want %q, next %d", b, got, r.i, r.err, b[1:1+k], 2+k)
+					}
+					continue
+				case c == '\\' && k == n-1: // escapes the closing quote
+					want = "unexpected end of JSON input (in string literal)"
+				case c == '\\':
+					want = fmt.Sprintf("invalid character %q at offset %d (in string escape code)", b[2+k], 2+k)
+				default:
+					want = fmt.Sprintf("invalid character %q at offset %d (in string literal)", c, 1+k)
+				}
+				if r.err == nil || r.err.Error() != want {
+					t.Fatalf("rawString(%q): err %v, want %s", b, r.err, want)
+				}
+			}
+		}
 	}
 }
 
