@@ -132,8 +132,30 @@ func BenchmarkParseBodyEncodingJSON(b *testing.B) {
 }
 
 func BenchmarkStreamDecoder(b *testing.B) {
-	// A long answer: thinking, 400 text deltas and a tool call, fed one event per chunk as the
-	// proxy would after each flush.
+	// Fed one event per chunk, as the proxy would after each flush.
+	events := benchStreamEvents()
+	chunks := make([][]byte, len(events))
+	for i, e := range events {
+		chunks[i] = []byte(e)
+	}
+	benchStreamDecoder(b, chunks)
+}
+
+// BenchmarkStreamDecoderSplit feeds the same stream in 1000-byte chunks, cut anywhere in events,
+// as reads deliver it when events arrive faster than the proxy forwards them.
+func BenchmarkStreamDecoderSplit(b *testing.B) {
+	stream := []byte(strings.Join(benchStreamEvents(), ""))
+	var chunks [][]byte
+	for len(stream) > 0 {
+		n := min(1000, len(stream))
+		chunks = append(chunks, stream[:n])
+		stream = stream[n:]
+	}
+	benchStreamDecoder(b, chunks)
+}
+
+// benchStreamEvents is a long answer: thinking, 400 text deltas and a tool call.
+func benchStreamEvents() []string {
 	var events []string
 	events = append(events, `event: message_start`+"\n"+`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-6","content":[],"stop_reason":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":900,"cache_read_input_tokens":50000,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":900},"output_tokens":1}}}`+"\n\n")
 	events = append(events, `event: content_block_start`+"\n"+`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n")
@@ -148,11 +170,13 @@ func BenchmarkStreamDecoder(b *testing.B) {
 	events = append(events, `event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":1}`+"\n\n",
 		`event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":812}}`+"\n\n",
 		`event: message_stop`+"\n"+`data: {"type":"message_stop"}`+"\n\n")
-	chunks := make([][]byte, len(events))
+	return events
+}
+
+func benchStreamDecoder(b *testing.B, chunks [][]byte) {
 	total := 0
-	for i, e := range events {
-		chunks[i] = []byte(e)
-		total += len(e)
+	for _, c := range chunks {
+		total += len(c)
 	}
 	now := time.Now()
 	b.SetBytes(int64(total))

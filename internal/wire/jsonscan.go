@@ -26,6 +26,9 @@ type jsonReader struct {
 	err   error
 	// strLen is the decoded length of the last string rawString read.
 	strLen int
+	// quiet readers fail with errNotShape rather than a message: those that only check whether
+	// input has a shape, and take another way when it does not, often on input cut short.
+	quiet bool
 }
 
 // maxJSONDepth bounds nesting, as encoding/json does, so hostile input cannot exhaust the stack.
@@ -34,8 +37,15 @@ const maxJSONDepth = 10000
 // errJSONDepth is reported when a document nests deeper than maxJSONDepth.
 var errJSONDepth = errors.New("exceeded max depth")
 
+// errNotShape is the error of a quiet reader.
+var errNotShape = errors.New("not the expected shape")
+
 func (r *jsonReader) fail(what string) {
 	if r.err != nil {
+		return
+	}
+	if r.quiet {
+		r.err = errNotShape
 		return
 	}
 	if r.i >= len(r.b) {

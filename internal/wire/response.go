@@ -123,13 +123,12 @@ func (d *StreamDecoder) betweenEvents() bool {
 	return len(d.line) == 0 && !d.overlong && len(d.event) == 0 && !d.hasData && !d.dataOver
 }
 
-const (
-	// maxInPlaceName bounds the event name eventInPlace reads; the Messages API's are under 20
-	// bytes.
-	maxInPlaceName = 64
-	// blockDeltaEventHead starts nearly every event of a stream.
-	blockDeltaEventHead = "event: content_block_delta\ndata: "
-)
+// maxInPlaceName bounds the event name eventInPlace reads; the Messages API's are under 20 bytes.
+const maxInPlaceName = 64
+
+// blockDeltaEvent starts nearly every event of a stream: a content_block_delta, as the Messages
+// API sends it with \n line ends, up to the index in its data.
+const blockDeltaEvent = "event: content_block_delta\ndata: " + blockDeltaHead
 
 // eventInPlace decodes the event at the start of p, called between events, when it lies wholly
 // in p and has the shape the Messages API always sends: an optional event line, one data line
@@ -139,13 +138,20 @@ const (
 // event cut by the chunk's end, several data lines, comments, other fields), which Write then
 // takes line by line; both ways hand handleEvent the same name and data.
 func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
+	if !d.slow && bytes.HasPrefix(p, []byte(blockDeltaEvent)) {
+		// Nearly every event, recognised without looking for its lines' ends: its data line
+		// ends where its JSON does (which holds neither \n nor \r, so it reads the same on the
+		// line alone), and what handleEvent would do with it is handleBlockDelta.
+		if index, f, n, ok := blockDeltaShapeRest(p, len(blockDeltaEvent)); ok {
+			if end := d.eventEnd(p, n); end > 0 {
+				d.handleBlockDelta(index, f, now)
+				return end
+			}
+		}
+	}
 	var name []byte
 	i := 0
-	switch {
-	case bytes.HasPrefix(p, []byte(blockDeltaEventHead)):
-		// Nearly every event: its lines' starts in one comparison.
-		name, i = p[len("event: "):len(blockDeltaEventHead)-len("\ndata: ")], len(blockDeltaEventHead)
-	case bytes.HasPrefix(p, []byte("event:")):
+	if bytes.HasPrefix(p, []byte("event:")) {
 		i = fieldValue(p, len("event:"))
 		start := i
 		for i < len(p) && p[i] != '\n' && p[i] != '\r' {
@@ -158,48 +164,39 @@ func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
 		if i = lineEnd(p, i); i < 0 {
 			return 0
 		}
-		fallthrough
-	default:
-		if !bytes.HasPrefix(p[i:], []byte("data:")) {
-			return 0
-		}
-		i = fieldValue(p, i+len("data:"))
 	}
-	var (
-		data    []byte
-		index   int
-		delta   blockDeltaFields
-		isDelta bool
-	)
-	if !d.slow {
-		// A content_block_delta's data ends where its JSON does: no need to search for the
-		// line's end. The JSON holds neither \n nor \r, so it is the same on the line alone.
-		if x, f, n, ok := blockDeltaShapePrefix(p[i:]); ok && i+n < len(p) && (p[i+n] == '\n' || p[i+n] == '\r') {
-			data, index, delta, isDelta = p[i:i+n], x, f, true
-		}
+	if !bytes.HasPrefix(p[i:], []byte("data:")) {
+		return 0
 	}
-	if !isDelta {
-		n := lineLength(p[i:])
-		if n < 0 || n+1 > maxSSELine {
-			return 0
-		}
-		data = p[i : i+n]
+	i = fieldValue(p, i+len("data:"))
+	n := lineLength(p[i:])
+	if n < 0 || n+1 > maxSSELine {
+		return 0
 	}
-	i = lineEnd(p, i+len(data))
+	data := p[i : i+n]
+	end := d.eventEnd(p, i+n)
+	if end == 0 {
+		return 0
+	}
+	if err := d.handleEvent(name, data, now); err != nil {
+		d.skip(err.Error())
+	}
+	return end
+}
+
+// eventEnd returns where the event whose data line ends at p[i] ends, past the blank line
+// that must follow; 0 when p does not hold them both.
+func (d *StreamDecoder) eventEnd(p []byte, i int) int {
+	i = lineEnd(p, i)
 	if i < 0 || i == len(p) {
 		return 0
 	}
-	end := lineEnd(p, i) // the blank line's
+	end := lineEnd(p, i)
 	if end < 0 {
 		return 0
 	}
 	if end == len(p) && p[end-1] == '\r' {
 		d.skipLF = true // as Write would: the same state either way
-	}
-	if isDelta {
-		d.handleBlockDelta(index, delta, now)
-	} else if err := d.handleEvent(name, data, now); err != nil {
-		d.skip(err.Error())
 	}
 	return end
 }
@@ -357,13 +354,11 @@ type blockDeltaFields struct {
 // them in one of two shapes, byte for byte; blockDeltaShape recognises them, so that most
 // events skip the general decoder.
 const (
-	blockDeltaHead       = `{"type":"content_block_delta","index":`
-	blockDeltaMid        = `,"delta":{"type":"`
-	textDeltaMember      = `text_delta","text":`
-	inputJSONDeltaMember = `input_json_delta","partial_json":`
-	blockDeltaTail       = `}}`
-	// maxShapeIndexDigits keeps a shaped index within what jsonReader.integer reads the same.
-	maxShapeIndexDigits = 9
+	blockDeltaHead      = `{"type":"content_block_delta","index":`
+	deltaTypeAt         = len(`,"delta":{"type":"`)
+	textDeltaMid        = `,"delta":{"type":"text_delta","text":`
+	inputJSONDeltaMid   = `,"delta":{"type":"input_json_delta","partial_json":`
+	maxShapeIndexDigits = 9 // an index jsonReader.integer reads the same
 )
 
 // blockDeltaShape returns the index and delta of a content_block_delta event's data that is
@@ -376,64 +371,60 @@ const (
 // false for anything else, which the general decoder then handles (and reports, if it is not
 // valid).
 func blockDeltaShape(data []byte) (index int, f blockDeltaFields, ok bool) {
-	index, f, n, ok := blockDeltaShapePrefix(data)
+	if !bytes.HasPrefix(data, []byte(blockDeltaHead)) {
+		return 0, f, false
+	}
+	index, f, n, ok := blockDeltaShapeRest(data, len(blockDeltaHead))
 	if !ok {
 		return 0, blockDeltaFields{}, false
 	}
-	r := jsonReader{b: data, i: n}
+	r := jsonReader{b: data, i: n, quiet: true}
 	if r.end() != nil {
 		return 0, blockDeltaFields{}, false
 	}
 	return index, f, true
 }
 
-// blockDeltaShapePrefix is blockDeltaShape for the start of p: it also returns the length of
-// the object p starts with, whatever follows it.
-func blockDeltaShapePrefix(p []byte) (index int, f blockDeltaFields, n int, ok bool) {
-	if !bytes.HasPrefix(p, []byte(blockDeltaHead)) {
-		return 0, f, 0, false
-	}
-	i := len(blockDeltaHead)
+// blockDeltaShapeRest reads the rest of blockDeltaShape's object from p[i:], which follows its
+// blockDeltaHead, and also returns where the object ends, whatever follows it.
+func blockDeltaShapeRest(p []byte, i int) (index int, f blockDeltaFields, end int, ok bool) {
+	start := i
 	for i < len(p) && p[i] >= '0' && p[i] <= '9' {
 		index = index*10 + int(p[i]-'0')
 		i++
 	}
-	switch digits := i - len(blockDeltaHead); {
+	switch digits := i - start; {
 	case digits == 0 || digits > maxShapeIndexDigits:
 		return 0, f, 0, false
-	case digits > 1 && p[len(blockDeltaHead)] == '0': // not JSON
+	case digits > 1 && p[start] == '0': // not JSON
 		return 0, f, 0, false
 	}
-	if !bytes.HasPrefix(p[i:], []byte(blockDeltaMid)) {
-		return 0, f, 0, false
-	}
-	i += len(blockDeltaMid)
 	rest := p[i:]
 	var member int
 	switch {
-	case bytes.HasPrefix(rest, []byte(textDeltaMember)):
-		member = len(textDeltaMember)
-		f.typ = rest[:len("text_delta")]
-	case bytes.HasPrefix(rest, []byte(inputJSONDeltaMember)):
-		member = len(inputJSONDeltaMember)
-		f.typ = rest[:len("input_json_delta")]
+	case bytes.HasPrefix(rest, []byte(textDeltaMid)):
+		member = len(textDeltaMid)
+		f.typ = rest[deltaTypeAt : deltaTypeAt+len("text_delta")]
+	case bytes.HasPrefix(rest, []byte(inputJSONDeltaMid)):
+		member = len(inputJSONDeltaMid)
+		f.typ = rest[deltaTypeAt : deltaTypeAt+len("input_json_delta")]
 	default:
 		return 0, f, 0, false
 	}
-	r := jsonReader{b: p, i: i + member}
+	r := jsonReader{b: p, i: i + member, quiet: true}
 	if r.i >= len(p) || p[r.i] != '"' {
 		return 0, blockDeltaFields{}, 0, false
 	}
 	s := r.rawString()
-	if r.err != nil || !bytes.HasPrefix(p[r.i:], []byte(blockDeltaTail)) {
+	if r.err != nil || r.i+2 > len(p) || p[r.i] != '}' || p[r.i+1] != '}' {
 		return 0, blockDeltaFields{}, 0, false
 	}
-	if member == len(textDeltaMember) {
+	if member == len(textDeltaMid) {
 		f.text = s
 	} else {
 		f.partial, f.partialLen = s, r.strLen
 	}
-	return index, f, r.i + len(blockDeltaTail), true
+	return index, f, r.i + 2, true
 }
 
 // readBlockDelta reads a content_block_delta's delta object from r.
