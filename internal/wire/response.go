@@ -411,7 +411,8 @@ func blockDeltaShapeRest(p []byte, i int) (index int, f blockDeltaFields, end in
 	default:
 		return 0, f, 0, false
 	}
-	r := jsonReader{b: p, i: i + member, quiet: true}
+	var r jsonReader // not a composite literal: the compiler would build it once and copy it
+	r.b, r.i, r.quiet = p, i+member, true
 	if r.i >= len(p) || p[r.i] != '"' {
 		return 0, blockDeltaFields{}, 0, false
 	}
