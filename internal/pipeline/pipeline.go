@@ -79,11 +79,11 @@ func WithIdle(f func()) Option { return func(p *Pipeline) { p.idle = f } }
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
 // then a small budget is what keeps cctrace's memory bounded (issue 6: RSS at most 64 MB plus
 // 64 KB per stream), at the price of some exchanges tracked without their bodies decoded.
-const DefaultQueueBudget = 16 << 20
+const DefaultQueueBudget = 8 << 20
 
 // WithQueueBudget bounds the body bytes pushed and not yet decoded. A body is always accepted
 // when nothing else is waiting, however large, so that one big request is still decoded.
-// Default DefaultQueueBudget (16 MiB).
+// Default DefaultQueueBudget (8 MiB).
 func WithQueueBudget(n int) Option { return func(p *Pipeline) { p.budget = n } }
 
 // New returns a pipeline feeding tr. Call Run to start it.

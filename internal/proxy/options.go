@@ -20,10 +20,10 @@ const DefaultParseLimit int64 = 32 << 20
 const DefaultMaxRequestBody int64 = 256 << 20
 
 // DefaultCopyBudget is how many bytes of body copies the proxy makes at once unless
-// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 16 MiB)
+// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 8 MiB)
 // it keeps what body copies hold within the memory target of issue 6 (RSS at most 64 MB plus
 // 64 KB per stream), however many clients upload at once.
-const DefaultCopyBudget int64 = 16 << 20
+const DefaultCopyBudget int64 = 8 << 20
 
 // config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
 type config struct {
@@ -106,7 +106,7 @@ func WithMaxRequestBody(n int64) Option {
 // its wire.Request or wire.Response says so, and a warning is logged at most once a minute. A
 // copy is always made when no other is in flight, so one body larger than n is still decoded.
 // Nothing waits for room in the budget. Zero or a negative n means no limit. The default is
-// DefaultCopyBudget (16 MiB).
+// DefaultCopyBudget (8 MiB).
 func WithCopyBudget(n int64) Option {
 	return func(c *config) { c.copyBudget = n }
 }
