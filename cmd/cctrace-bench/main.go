@@ -318,16 +318,17 @@ func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench
 	}
 	for _, v := range vs {
 		switch v.Name {
-		case "cctrace":
-			n := collector.Spans()
-			fmt.Fprintf(w, "spans received by the no-op collector: %d\n", n)
-			if n == 0 {
-				errs = append(errs, errors.New("cctrace exported no spans to the no-op collector"))
+		case "cctrace", "cctrace-alt":
+			s := collector.Service(v.Name)
+			fmt.Fprintf(w, "%s: %d spans received by the no-op collector; %d of its %d requests (%.1f%%) tracked without their body decoded (over a memory budget)\n",
+				v.Name, s.Spans, s.Undecoded, s.Chat, 100*float64(s.Undecoded)/float64(max(s.Chat, 1)))
+			if s.Spans == 0 {
+				errs = append(errs, fmt.Errorf("%s exported no spans to the no-op collector", v.Name))
 			}
 		case "cctrace-jaeger":
 			services, err := jaeger.Services(ctx)
-			if err != nil || !strings.Contains(services, "cctrace-bench") {
-				errs = append(errs, fmt.Errorf("jaeger has no cctrace-bench spans (services %s, %v)", strings.TrimSpace(services), err))
+			if err != nil || !strings.Contains(services, v.Name) {
+				errs = append(errs, fmt.Errorf("jaeger has no %s spans (services %s, %v)", v.Name, strings.TrimSpace(services), err))
 			}
 		}
 	}

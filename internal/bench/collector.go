@@ -6,7 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"strings"
+	"sync"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -17,10 +18,21 @@ import (
 // span; only storing them is skipped. The zero value is not usable; call StartCollector.
 type Collector struct {
 	coltracepb.UnimplementedTraceServiceServer
-	srv   *grpc.Server
-	ln    net.Listener
-	done  chan struct{}
-	spans atomic.Int64
+	srv  *grpc.Server
+	ln   net.Listener
+	done chan struct{}
+
+	mu      sync.Mutex
+	service map[string]*ServiceSpans // by service.name
+}
+
+// ServiceSpans counts what one service (one cctrace variant) exported.
+type ServiceSpans struct {
+	Spans int64
+	// Chat counts chat spans, one per request; Undecoded those whose request body cctrace did
+	// not decode because it was over one of its memory budgets (cctrace.request.parse_error
+	// "not decoded: …").
+	Chat, Undecoded int64
 }
 
 // StartCollector starts a Collector on a free port of 127.0.0.1.
@@ -29,7 +41,7 @@ func StartCollector() (*Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting collector: %w", err)
 	}
-	c := &Collector{srv: grpc.NewServer(), ln: ln, done: make(chan struct{})}
+	c := &Collector{srv: grpc.NewServer(), ln: ln, done: make(chan struct{}), service: make(map[string]*ServiceSpans)}
 	coltracepb.RegisterTraceServiceServer(c.srv, c)
 	go func() {
 		defer close(c.done)
@@ -38,23 +50,55 @@ func StartCollector() (*Collector, error) {
 	return c, nil
 }
 
-// Export counts the spans of one export request.
+// Export counts the spans of one export request, by service.
 func (c *Collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	var n int64
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
+		name := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				name = kv.GetValue().GetStringValue()
+			}
+		}
+		count := c.service[name]
+		if count == nil {
+			count = &ServiceSpans{}
+			c.service[name] = count
+		}
 		for _, ss := range rs.GetScopeSpans() {
-			n += int64(len(ss.GetSpans()))
+			for _, sp := range ss.GetSpans() {
+				count.Spans++
+				for _, kv := range sp.GetAttributes() {
+					switch kv.GetKey() {
+					case "gen_ai.operation.name":
+						if kv.GetValue().GetStringValue() == "chat" {
+							count.Chat++
+						}
+					case "cctrace.request.parse_error":
+						if strings.HasPrefix(kv.GetValue().GetStringValue(), "not decoded") {
+							count.Undecoded++
+						}
+					}
+				}
+			}
 		}
 	}
-	c.spans.Add(n)
 	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// Service returns what service exported so far.
+func (c *Collector) Service(service string) ServiceSpans {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.service[service]; s != nil {
+		return *s
+	}
+	return ServiceSpans{}
 }
 
 // Endpoint returns the plaintext endpoint, http://127.0.0.1:PORT, for OTEL_EXPORTER_OTLP_ENDPOINT.
 func (c *Collector) Endpoint() string { return "http://" + c.ln.Addr().String() }
-
-// Spans returns how many spans arrived so far.
-func (c *Collector) Spans() int64 { return c.spans.Load() }
 
 // Close stops the collector.
 func (c *Collector) Close() {

@@ -288,7 +288,7 @@ func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint st
 	env := []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlpEndpoint,
 		"OTEL_TRACES_EXPORTER=otlp",
-		"OTEL_SERVICE_NAME=cctrace-bench",
+		"OTEL_SERVICE_NAME=" + name, // the no-op collector counts spans by variant
 	}
 	v, err := startVariant(ctx, name, dir, env, "", mport, bin, "serve",
 		"--listen", "127.0.0.1:"+strconv.Itoa(port),
