@@ -1,6 +1,8 @@
 package tracing
 
 import (
+	"sync"
+
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
@@ -89,6 +91,16 @@ var (
 	toolTypeFunction     = semconv.GenAIToolTypeKey.String("function")
 )
 
+// finishReasons are the gen_ai.response.finish_reasons values of the stop reasons the Messages API
+// documents, built once rather than per span (a slice value costs two allocations).
+var finishReasons = func() map[string]attribute.Value {
+	m := make(map[string]attribute.Value)
+	for _, r := range []string{"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded"} {
+		m[r] = attribute.StringSliceValue([]string{r})
+	}
+	return m
+}()
+
 // errorTypeOther is error.type when the tracker gave no type (the semconv fallback value).
 const errorTypeOther = "_OTHER"
 
@@ -116,27 +128,25 @@ func (a *attrs) flag(k attribute.Key, v bool) {
 	}
 }
 
-// attributeSet builds span attributes from the tracker's output. It is called at start with
-// what is known then, and again at the end with everything.
+// attributeSet builds span attributes from the tracker's output.
 type attributeSet struct {
 	capture       bool
 	serverAddress string
 	serverPort    int
 }
 
-// spanAttributes returns the attributes of s for its kind.
-func (b attributeSet) spanAttributes(s *instrument.Span) []attribute.KeyValue {
-	var a attrs
+// spanAttributes appends the attributes of s for its kind to a.
+func (b attributeSet) spanAttributes(a *attrs, s *instrument.Span) {
 	a.str(semconv.GenAIConversationIDKey, s.SessionID)
 	switch s.Kind {
 	case instrument.KindTurn:
-		b.turn(&a, s)
+		b.turn(a, s)
 	case instrument.KindChat:
-		b.chat(&a, s)
+		b.chat(a, s)
 	case instrument.KindTool:
-		b.tool(&a, s)
+		b.tool(a, s)
 	case instrument.KindSubagent:
-		b.subagent(&a, s)
+		b.subagent(a, s)
 	}
 	if s.Status == instrument.StatusError {
 		errType := s.ErrorType
@@ -145,7 +155,6 @@ func (b attributeSet) spanAttributes(s *instrument.Span) []attribute.KeyValue {
 		}
 		a.add(semconv.ErrorTypeKey.String(errType))
 	}
-	return a
 }
 
 func (b attributeSet) turn(a *attrs, s *instrument.Span) {
@@ -203,7 +212,7 @@ func (b attributeSet) chat(a *attrs, s *instrument.Span) {
 	a.flag(keyRequestPlanMode, c.PlanMode)
 	for k, n := range c.NewBlocks {
 		if n > 0 {
-			a.add(attribute.Int(keyRequestNewBlocksPrefix+string(k.Role)+"."+string(k.Type), n))
+			a.add(newBlockKey(k).Int(n))
 		}
 	}
 	if b.capture {
@@ -278,7 +287,9 @@ func response(a *attrs, req *wire.Request, r *wire.Response) {
 	}
 	a.str(semconv.GenAIResponseIDKey, m.ID)
 	a.str(semconv.GenAIResponseModelKey, m.Model)
-	if m.StopReason != "" {
+	if v, ok := finishReasons[m.StopReason]; ok {
+		a.add(attribute.KeyValue{Key: semconv.GenAIResponseFinishReasonsKey, Value: v})
+	} else if m.StopReason != "" {
 		a.add(semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{m.StopReason}))
 	}
 	usage(a, m.Usage)
@@ -341,4 +352,38 @@ func (b attributeSet) subagent(a *attrs, s *instrument.Span) {
 		keySubagentToolCalls.Int(sa.ToolCalls),
 	)
 	usage(a, sa.Usage)
+}
+
+// attrsPool recycles the memory SpanEnded builds attributes in: the SDK copies the attributes
+// it is given, so the same memory serves span after span. What a slice still holds of its last
+// span (strings, slice values) is not cleared: clearing costs more than the little it keeps
+// alive until reused, or until the pool drops it at a garbage collection.
+var attrsPool = sync.Pool{New: func() any {
+	a := make(attrs, 0, 64)
+	return &a
+}}
+
+// newBlockKeys are the cctrace.request.new_blocks.<role>.<type> keys of the roles and block types
+// that wire decodes (it reports anything else as "other"), built once rather than per span.
+var newBlockKeys = func() map[instrument.BlockKey]attribute.Key {
+	roles := []wire.Role{wire.RoleUser, wire.RoleAssistant, wire.RoleSystem, wire.RoleOther}
+	types := []wire.BlockType{
+		wire.BlockText, wire.BlockToolUse, wire.BlockToolResult, wire.BlockThinking,
+		wire.BlockRedactedThinking, wire.BlockImage, wire.BlockDocument, wire.BlockOther,
+	}
+	m := make(map[instrument.BlockKey]attribute.Key, len(roles)*len(types))
+	for _, r := range roles {
+		for _, t := range types {
+			m[instrument.BlockKey{Role: r, Type: t}] = attribute.Key(keyRequestNewBlocksPrefix + string(r) + "." + string(t))
+		}
+	}
+	return m
+}()
+
+// newBlockKey is the attribute key that counts k's blocks.
+func newBlockKey(k instrument.BlockKey) attribute.Key {
+	if key, ok := newBlockKeys[k]; ok {
+		return key
+	}
+	return attribute.Key(keyRequestNewBlocksPrefix + string(k.Role) + "." + string(k.Type))
 }

@@ -22,10 +22,30 @@ type trackerIDsKey struct{}
 // withTrackerIDs returns ctx carrying the ids that trackerIDGenerator hands to the next span
 // started with it. Invalid ids are left out, so the generator falls back to random ones.
 func withTrackerIDs(ctx context.Context, traceID instrument.TraceID, spanID instrument.SpanID) context.Context {
-	return context.WithValue(ctx, trackerIDsKey{}, trackerIDs{
-		traceID: trace.TraceID(traceID),
-		spanID:  trace.SpanID(spanID),
-	})
+	return &idsContext{Context: ctx, ids: trackerIDs{traceID: trace.TraceID(traceID), spanID: trace.SpanID(spanID)}}
+}
+
+// idsContext is a context carrying trackerIDs: one allocation per span, where context.WithValue
+// would take two (the context, and the ids boxed in an interface).
+type idsContext struct {
+	context.Context
+	ids trackerIDs
+}
+
+// Value returns a *trackerIDs for trackerIDsKey, else what the parent context holds for key.
+func (c *idsContext) Value(key any) any {
+	if _, ok := key.(trackerIDsKey); ok {
+		return &c.ids
+	}
+	return c.Context.Value(key)
+}
+
+// trackerIDsFrom returns the ids ctx carries, zero (invalid) ones when it carries none.
+func trackerIDsFrom(ctx context.Context) trackerIDs {
+	if ids, ok := ctx.Value(trackerIDsKey{}).(*trackerIDs); ok {
+		return *ids
+	}
+	return trackerIDs{}
 }
 
 // trackerIDGenerator makes the SDK use the tracker's trace and span ids, so that what Jaeger
@@ -37,7 +57,7 @@ var _ sdktrace.IDGenerator = trackerIDGenerator{}
 
 // NewIDs is called for a span without a parent.
 func (trackerIDGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	ids, _ := ctx.Value(trackerIDsKey{}).(trackerIDs)
+	ids := trackerIDsFrom(ctx)
 	if !ids.traceID.IsValid() {
 		ids.traceID = randomTraceID()
 	}
@@ -49,7 +69,7 @@ func (trackerIDGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.Span
 
 // NewSpanID is called for a span with a parent; the trace id is the parent's.
 func (trackerIDGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
-	ids, _ := ctx.Value(trackerIDsKey{}).(trackerIDs)
+	ids := trackerIDsFrom(ctx)
 	if !ids.spanID.IsValid() {
 		return randomSpanID()
 	}

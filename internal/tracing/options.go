@@ -25,7 +25,8 @@ type config struct {
 type Option func(*config)
 
 // WithSpanProcessor adds a span processor that sees every span, in the order given; tests pass
-// tracetest.NewSpanRecorder(). It may be repeated. Default: none besides the exporter's.
+// tracetest.NewSpanRecorder(). A span starts and ends in the SDK at once, when the tracker ends
+// it (see Sink.SpanStarted). It may be repeated. Default: none besides the exporter's.
 func WithSpanProcessor(sp sdktrace.SpanProcessor) Option {
 	return func(c *config) {
 		if sp != nil {

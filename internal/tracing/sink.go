@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -44,7 +45,7 @@ type Sink struct {
 	ended     atomic.Int64        // spans ended, and so handed to the batcher
 
 	mu   sync.Mutex
-	open map[spanKey]trace.Span // spans started and not yet ended
+	open map[spanKey]spanStart // spans started and not yet ended
 }
 
 // spanKey identifies an open span. Span ids are only unique within a trace.
@@ -95,7 +96,7 @@ func New(opts ...Option) (*Sink, error) {
 			serverPort:    cfg.serverPort,
 		},
 		logger: cfg.logger,
-		open:   make(map[spanKey]trace.Span),
+		open:   make(map[spanKey]spanStart),
 	}
 
 	if cfg.exporterFromEnv {
@@ -174,29 +175,62 @@ func exporterFromEnv(ctx context.Context, logger *slog.Logger) (sdktrace.SpanExp
 // Exporting reports whether spans are exported to an OTLP collector.
 func (s *Sink) Exporting() bool { return s.exporting }
 
-// SpanStarted starts the SDK span for sp, with the tracker's ids, parent, start time and link.
+// SpanStarted notes what sp is at its start. The SDK span is started and ended at once by
+// SpanEnded: the exporter only ever sees ended spans, and a span started now would be built
+// twice, with the attributes known now and again with the final ones.
 func (s *Sink) SpanStarted(sp *instrument.Span) {
-	span := s.start(sp)
+	st := startOf(sp)
 	s.mu.Lock()
-	s.open[spanKey{sp.TraceID, sp.ID}] = span
+	s.open[spanKey{sp.TraceID, sp.ID}] = st
 	s.mu.Unlock()
 }
 
-// SpanEnded completes the span sp names with its final attributes and status, and ends it at
-// sp.End. A span that was never started is started and ended at once.
+// spanStart is what SpanStarted keeps of a span: what its SDK span takes from the start, and
+// what Shutdown needs to end it should the tracker never do so. A copy, since the tracker goes
+// on changing the span (Shutdown reads it on another goroutine).
+type spanStart struct {
+	traceID       instrument.TraceID
+	id, parent    instrument.SpanID
+	kind          instrument.SpanKind
+	name, session string
+	start         time.Time
+	link          instrument.LinkedSpan // zero (invalid) without one
+}
+
+// startOf returns what sp is at its start.
+func startOf(sp *instrument.Span) spanStart {
+	st := spanStart{
+		traceID: sp.TraceID, id: sp.ID, parent: sp.Parent, kind: sp.Kind,
+		name: spanName(sp), session: sp.SessionID, start: sp.Start,
+	}
+	if st.start.IsZero() {
+		st.start = time.Now() // as the SDK would have started it
+	}
+	if sp.Link != nil {
+		st.link = *sp.Link
+	}
+	return st
+}
+
+// SpanEnded records the span sp names: ids, parent, kind, start time and link as they were at
+// its start; name, attributes, events and status as they are now. It ends at sp.End. A span
+// that was never started is started and ended at once.
 func (s *Sink) SpanEnded(sp *instrument.Span) {
 	key := spanKey{sp.TraceID, sp.ID}
 	s.mu.Lock()
-	span, ok := s.open[key]
+	st, ok := s.open[key]
 	delete(s.open, key)
 	s.mu.Unlock()
 	if !ok {
-		span = s.start(sp)
+		st = startOf(sp)
 	}
 
-	// The tracker may learn the name late (a subagent's type), so it is set again.
-	span.SetName(spanName(sp))
-	span.SetAttributes(s.attrs.spanAttributes(sp)...)
+	a := attrsPool.Get().(*attrs)
+	*a = (*a)[:0]
+	s.attrs.spanAttributes(a, sp)
+	span := s.begin(&st, spanName(sp), *a)
+	attrsPool.Put(a)
+
 	if t := sp.Turn; t != nil {
 		if !t.PlanModeEntered.IsZero() {
 			span.AddEvent("cctrace.plan_mode.entered", trace.WithTimestamp(t.PlanModeEntered))
@@ -218,26 +252,23 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 // SessionsActive does nothing: the number of sessions is a metric, not a span.
 func (s *Sink) SessionsActive(int) {}
 
-// start starts the SDK span for sp.
-func (s *Sink) start(sp *instrument.Span) trace.Span {
-	ctx := withTrackerIDs(context.Background(), sp.TraceID, sp.ID)
-	if sp.Parent.IsValid() {
+// begin starts the SDK span of a tracker span with the tracker's ids, parent, kind, start time
+// and link as st has them, and the given name and attributes.
+func (s *Sink) begin(st *spanStart, name string, attrs []attribute.KeyValue) trace.Span {
+	ctx := withTrackerIDs(context.Background(), st.traceID, st.id)
+	if st.parent.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID:    trace.TraceID(sp.TraceID),
-			SpanID:     trace.SpanID(sp.Parent),
+			TraceID:    trace.TraceID(st.traceID),
+			SpanID:     trace.SpanID(st.parent),
 			TraceFlags: trace.FlagsSampled,
 		}))
 	}
 	kind := trace.SpanKindInternal
-	if sp.Kind == instrument.KindChat {
+	if st.kind == instrument.KindChat {
 		kind = trace.SpanKindClient
 	}
-	opts := []trace.SpanStartOption{
-		trace.WithTimestamp(sp.Start),
-		trace.WithSpanKind(kind),
-		trace.WithAttributes(s.attrs.spanAttributes(sp)...),
-	}
-	if l := sp.Link; l != nil && l.TraceID.IsValid() && l.SpanID.IsValid() {
+	opts := []trace.SpanStartOption{trace.WithTimestamp(st.start), trace.WithSpanKind(kind)}
+	if l := st.link; l.TraceID.IsValid() && l.SpanID.IsValid() {
 		var flags trace.TraceFlags
 		if l.Sampled {
 			flags = trace.FlagsSampled
@@ -249,7 +280,11 @@ func (s *Sink) start(sp *instrument.Span) trace.Span {
 			Remote:     true,
 		})}))
 	}
-	_, span := s.tracer.Start(ctx, spanName(sp), opts...)
+	_, span := s.tracer.Start(ctx, name, opts...)
+	// Set rather than passed to Start (trace.WithAttributes), where the SDK would copy them once
+	// more for the sampler, which (AlwaysSample) does not look at them. Either way they are
+	// the span's first attributes.
+	span.SetAttributes(attrs...)
 	return span
 }
 
@@ -291,12 +326,18 @@ func spanName(sp *instrument.Span) string {
 func (s *Sink) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	open := s.open
-	s.open = make(map[spanKey]trace.Span)
+	s.open = make(map[spanKey]spanStart)
 	s.mu.Unlock()
 	if len(open) > 0 {
+		// Pipeline.Run closes the tracker, which ends every span, before the sink shuts down:
+		// these are spans of a tracker that was not closed.
 		s.logger.Warn("tracing: ending spans still open at shutdown", "spans", len(open))
-		for _, span := range open {
-			span.End()
+		for _, st := range open {
+			// Ending now, status unset, with the attributes that the start's fields alone give:
+			// the conversation id and the constant ones of the span's kind.
+			var a attrs
+			s.attrs.spanAttributes(&a, &instrument.Span{Kind: st.kind, SessionID: st.session})
+			s.begin(&st, st.name, a).End()
 		}
 		s.ended.Add(int64(len(open)))
 	}

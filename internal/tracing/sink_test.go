@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
@@ -46,7 +47,7 @@ type step struct {
 	finish  func(*instrument.Span)
 }
 
-func run(sink *Sink, steps []step) {
+func run(sink instrument.Sink, steps []step) {
 	for _, st := range steps {
 		if st.started {
 			sink.SpanStarted(st.span)
@@ -506,7 +507,7 @@ func TestSinkLifecycle(t *testing.T) {
 	}
 	neverEnded := &instrument.Span{
 		TraceID: turnTrace, ID: sid(8), Kind: instrument.KindTurn, Name: "invoke_agent claude-code",
-		Start: at(0), Agent: "claude-code",
+		Start: at(0), Agent: "claude-code", SessionID: "s", TurnIndex: 3,
 	}
 	noIDs := &instrument.Span{Kind: instrument.KindChat, Start: at(0), End: at(5)}
 	compactTurn := &instrument.Span{
@@ -566,6 +567,18 @@ func TestSinkLifecycle(t *testing.T) {
 				}
 				if s.Status().Code != codes.Unset {
 					t.Errorf("status = %+v, want unset", s.Status())
+				}
+				// What the start's fields alone give: the tracker ends every span it started
+				// when it closes, so this is a fallback.
+				if got, want := attrSet(s.Attributes()), attrSet([]attribute.KeyValue{
+					semconv.GenAIConversationID("s"),
+					semconv.GenAIOperationNameInvokeAgent,
+					semconv.GenAIProviderNameAnthropic,
+				}); got != want {
+					t.Errorf("attributes %s, want %s", got, want)
+				}
+				if !s.StartTime().Equal(at(0)) || s.Name() != "invoke_agent claude-code" || s.SpanKind() != trace.SpanKindInternal {
+					t.Errorf("start %v, name %q, kind %v", s.StartTime(), s.Name(), s.SpanKind())
 				}
 			},
 		},
