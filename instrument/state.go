@@ -45,7 +45,7 @@ type chain struct {
 
 // turn is an open agentic turn: the root span and its running totals.
 type turn struct {
-	span     *Span
+	span     *Span // &root
 	ended    bool
 	deadline time.Time // when Tick ends it for lack of activity; zero while a request is in flight
 	lastSeen time.Time
@@ -53,24 +53,35 @@ type turn struct {
 	canceled bool // the client abandoned the last main-chain request
 	// compactionOnly marks a trace that holds a /compact summarisation and nothing else.
 	compactionOnly bool
+	// root, totals and firstModel are where span, span.Turn and the first backing array of
+	// span.Turn.Models live: one allocation per turn instead of four. Nothing else points at them.
+	root       Span
+	totals     Turn
+	firstModel [1]string
 }
 
 // subagentRun is one subagent: its span and its own totals.
 type subagentRun struct {
-	span  *Span
+	span  *Span // &root
 	turn  *turn // the turn it started in; it may outlive it (background agents)
 	ended bool
+	// root and totals are where span and span.Subagent live (one allocation, not three).
+	root   Span
+	totals Subagent
 }
 
 // openTool is a tool call whose result has not arrived yet.
 type openTool struct {
-	span  *Span
+	span  *Span // &root
 	turn  *turn
 	chain *chain // the chain whose response asked for it
 	// subagent is the run this Agent call started, once its first request was seen.
 	subagent *subagentRun
 	// async is set when the Agent call's result says the subagent runs in the background.
 	async bool
+	// root and call are where span and span.Tool live (one allocation, not three).
+	root Span
+	call Tool
 }
 
 // pendingCompaction is what the tracker remembers between a compaction summary and the
@@ -83,7 +94,7 @@ type pendingCompaction struct {
 
 // exchange is one request in flight.
 type exchange struct {
-	span  *Span
+	span  *Span // &root
 	sess  *session
 	chain *chain       // nil for side requests
 	turn  *turn        // the turn whose totals it counts into; nil for standalone traces
@@ -92,6 +103,12 @@ type exchange struct {
 	// orphan: its span waits for a turn to adopt it; done: its response already ended.
 	orphan, done bool
 	since        time.Time
+	// root, chat and body are where span, span.Chat and span.Chat.Request.Body (the request's
+	// body without its messages) live: one allocation per request instead of four. Sinks do not
+	// keep spans past a call, and nothing else points at them.
+	root Span
+	chat Chat
+	body wire.Body
 }
 
 // lastConversational returns the last user or assistant message: system-role messages (such as

@@ -1,7 +1,5 @@
 package instrument
 
-import "fmt"
-
 // Subagents: a request with its own agent id, the subagent billing marker, or the prompt of a
 // pending Agent call starts (or continues) a subagent under that call.
 
@@ -11,34 +9,40 @@ func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun) {
 	req := &ex.span.Chat.Request
 	body := req.Body
 	sess := ex.sess
-	key := ""
+	// The key is built in buf; it becomes a string only when a new chain is stored under it.
+	var buf [64]byte
+	var key []byte
 	switch {
 	case req.Headers.AgentID != "":
-		key = "agent:" + req.Headers.AgentID
+		key = append(append(buf[:0], "agent:"...), req.Headers.AgentID...)
 	case body.System.Subagent:
-		key = fmt.Sprintf("prompt:%016x", body.FirstHumanTextHash)
+		key = promptKey(buf[:0], body.FirstHumanTextHash)
 	default:
-		if ch := sess.agents[fmt.Sprintf("prompt:%016x", body.FirstHumanTextHash)]; ch != nil {
-			key = fmt.Sprintf("prompt:%016x", body.FirstHumanTextHash)
-		} else if t.agentCallFor(sess, body.FirstHumanTextHash, false) != nil {
-			key = fmt.Sprintf("prompt:%016x", body.FirstHumanTextHash)
+		k := promptKey(buf[:0], body.FirstHumanTextHash)
+		if sess.agents[string(k)] != nil || t.agentCallFor(sess, body.FirstHumanTextHash, false) != nil {
+			key = k
 		}
 	}
-	if key == "" {
+	if key == nil {
 		if !body.Tools.Present || body.Tools.Count == 0 {
 			return nil, nil // a side request: titles, classifiers, …
 		}
 		return &sess.main, nil
 	}
-	ch := sess.agents[key]
+	ch := sess.agents[string(key)]
 	if ch == nil {
 		ch = &chain{}
-		sess.agents[key] = ch
+		sess.agents[string(key)] = ch
 	}
 	if ch.sub == nil || ch.sub.ended {
 		ch.sub = t.startSubagent(ex)
 	}
 	return ch, ch.sub
+}
+
+// promptKey appends the key of the subagent chain whose first human text hashes to h.
+func promptKey(dst []byte, h uint64) []byte {
+	return appendHash(append(dst, "prompt:"...), h)
 }
 
 // agentCallFor finds the Agent tool call that a subagent's first request answers: the one whose
@@ -61,13 +65,15 @@ func (t *Tracker) startSubagent(ex *exchange) *subagentRun {
 	req := &ex.span.Chat.Request
 	sess := ex.sess
 	run := &subagentRun{}
-	sa := &Subagent{Type: defaultSubagent, AgentID: req.Headers.AgentID}
-	span := &Span{
+	run.totals = Subagent{Type: defaultSubagent, AgentID: req.Headers.AgentID}
+	sa := &run.totals
+	run.root = Span{
 		Kind:      KindSubagent,
 		Start:     req.Time,
 		SessionID: sess.id,
 		Subagent:  sa,
 	}
+	span := &run.root
 	var parent *Span
 	if call := t.agentCallFor(sess, req.Body.FirstHumanTextHash, true); call != nil {
 		call.subagent = run
@@ -83,7 +89,7 @@ func (t *Tracker) startSubagent(ex *exchange) *subagentRun {
 		parent, run.turn = tr.span, tr
 	}
 	span.Agent = sa.Type
-	span.Name = "invoke_agent " + sa.Type
+	span.Name = t.names.join("invoke_agent ", sa.Type)
 	span.ID = t.spanID()
 	if parent != nil {
 		span.TraceID, span.Parent, span.TurnIndex = parent.TraceID, parent.ID, parent.TurnIndex

@@ -47,23 +47,25 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 		if start.IsZero() {
 			start = ex.span.End
 		}
-		tool := &Tool{Name: tu.Name, CallID: tu.ID, InputBytes: tu.InputBytes, Agent: tu.Agent}
+		ot := &openTool{turn: ex.turn, chain: ex.chain}
+		ot.call = Tool{Name: tu.Name, CallID: tu.ID, InputBytes: tu.InputBytes, Agent: tu.Agent}
 		if t.cfg.capture {
-			tool.Input = t.cfg.scrub(tu.Input)
+			ot.call.Input = t.cfg.scrub(tu.Input)
 		}
-		span := &Span{
+		ot.root = Span{
 			TraceID:   parent.TraceID,
 			ID:        t.spanID(),
 			Parent:    parent.ID,
 			Kind:      KindTool,
-			Name:      "execute_tool " + tu.Name,
+			Name:      t.names.join("execute_tool ", tu.Name),
 			Start:     start,
 			SessionID: ex.sess.id,
 			TurnIndex: parent.TurnIndex,
 			Agent:     ex.span.Agent,
-			Tool:      tool,
+			Tool:      &ot.call,
 		}
-		ot := &openTool{span: span, turn: ex.turn, chain: ex.chain}
+		span := &ot.root
+		ot.span = span
 		ex.sess.tools[tu.ID] = ot
 		if tu.Agent != nil {
 			ex.sess.agentCalls = append(ex.sess.agentCalls, ot)

@@ -7,8 +7,8 @@ package instrument
 
 import (
 	"encoding/hex"
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +36,7 @@ type Tracker struct {
 	sessions map[string]*session
 	open     map[uint64]*exchange
 	reported int // last session count reported to the sink
+	names    spanNames
 }
 
 // New returns a tracker that hands its spans to sink.
@@ -49,6 +50,7 @@ func New(sink Sink, opts ...Option) *Tracker {
 		sink:     sink,
 		sessions: make(map[string]*session),
 		open:     make(map[uint64]*exchange),
+		names:    newSpanNames(),
 	}
 }
 
@@ -62,17 +64,18 @@ func (t *Tracker) Request(req *wire.Request) {
 	sess := t.sessionFor(req)
 	sess.lastSeen = now
 	ex := &exchange{sess: sess, since: now}
-	chat := &Chat{Request: *req, Kind: RequestOther}
-	span := &Span{
+	ex.chat = Chat{Request: *req, Kind: RequestOther}
+	chat := &ex.chat
+	ex.root = Span{
 		Kind:      KindChat,
-		Name:      chatName(req),
+		Name:      t.chatName(req),
 		Start:     now,
 		SessionID: sess.id,
 		Agent:     sess.agent,
 		Link:      parseTraceparent(req.Headers.Traceparent),
 		Chat:      chat,
 	}
-	ex.span = span
+	ex.span = &ex.root
 	body := req.Body
 	if body != nil {
 		ex.hash = body.HistoryHash
@@ -95,9 +98,9 @@ func (t *Tracker) Request(req *wire.Request) {
 	}
 	if chat.Request.Body != nil {
 		// The tracker is done with the history: keep the request's shape, not its messages.
-		b := *chat.Request.Body
-		b.Messages = nil
-		chat.Request.Body = &b
+		ex.body = *chat.Request.Body
+		ex.body.Messages = nil
+		chat.Request.Body = &ex.body
 	}
 	t.reportSessions()
 }
@@ -200,7 +203,13 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 	if id == "" && req.Body != nil {
 		id = req.Body.MetadataSessionID
 		if id == "" && req.Body.FirstHumanTextHash != 0 {
-			id = fmt.Sprintf("fp-%016x", req.Body.FirstHumanTextHash)
+			// Built on the stack: the string is only allocated for a new session.
+			var buf [len("fp-") + 16]byte
+			key := appendHash(append(buf[:0], "fp-"...), req.Body.FirstHumanTextHash)
+			if s := t.sessions[string(key)]; s != nil {
+				return s
+			}
+			id = string(key)
 		}
 	}
 	if id == "" {
@@ -298,6 +307,15 @@ func (t *Tracker) spanID() SpanID {
 	return id
 }
 
+// appendHash appends h as 16 lower-case hex digits, as fmt's %016x does.
+func appendHash(dst []byte, h uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, digits[h>>shift&0xf])
+	}
+	return dst
+}
+
 func putUint64(b []byte, v uint64) {
 	for i := 7; i >= 0; i-- {
 		b[i] = byte(v)
@@ -319,7 +337,7 @@ func setChatStatus(span *Span, resp *wire.Response) bool {
 	case resp.Status >= 400:
 		errType := resp.ErrorType
 		if errType == "" {
-			errType = fmt.Sprint(resp.Status)
+			errType = strconv.Itoa(resp.Status)
 		}
 		return set(errType, resp.ErrorMessage)
 	case resp.ErrorType != "":
@@ -349,12 +367,12 @@ func isCompactionSummary(b *wire.Body) bool {
 	return last != nil && last.Role == wire.RoleUser && strings.HasPrefix(strings.TrimSpace(last.Text), compactionPrompt)
 }
 
-func chatName(req *wire.Request) string {
+func (t *Tracker) chatName(req *wire.Request) string {
 	switch {
 	case req.Endpoint == wire.EndpointOther:
 		return req.Method + " " + req.Path
 	case req.Body != nil && req.Body.Model != "":
-		return "chat " + req.Body.Model
+		return t.names.join("chat ", req.Body.Model)
 	}
 	return "chat"
 }
@@ -370,19 +388,25 @@ func contains(list []string, s string) bool {
 
 // parseTraceparent decodes a W3C traceparent header ("00-<trace>-<span>-<flags>").
 func parseTraceparent(h string) *LinkedSpan {
-	parts := strings.Split(strings.TrimSpace(h), "-")
-	if len(parts) != 4 || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
+	h = strings.TrimSpace(h)
+	if h == "" || strings.Count(h, "-") != 3 {
+		return nil
+	}
+	_, rest, _ := strings.Cut(h, "-")
+	trace, rest, _ := strings.Cut(rest, "-")
+	span, flagsHex, _ := strings.Cut(rest, "-")
+	if len(trace) != 32 || len(span) != 16 || len(flagsHex) != 2 {
 		return nil
 	}
 	var l LinkedSpan
-	if _, err := hex.Decode(l.TraceID[:], []byte(parts[1])); err != nil || !l.TraceID.IsValid() {
+	if _, err := hex.Decode(l.TraceID[:], []byte(trace)); err != nil || !l.TraceID.IsValid() {
 		return nil
 	}
-	if _, err := hex.Decode(l.SpanID[:], []byte(parts[2])); err != nil || !l.SpanID.IsValid() {
+	if _, err := hex.Decode(l.SpanID[:], []byte(span)); err != nil || !l.SpanID.IsValid() {
 		return nil
 	}
 	var flags [1]byte
-	if _, err := hex.Decode(flags[:], []byte(parts[3])); err != nil {
+	if _, err := hex.Decode(flags[:], []byte(flagsHex)); err != nil {
 		return nil
 	}
 	l.Sampled = flags[0]&1 == 1

@@ -140,23 +140,25 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		}
 	}
 	tr := &turn{lastSeen: now}
-	tr.span = &Span{
+	tr.totals = Turn{
+		Index:        sess.turns,
+		Trigger:      "prompt",
+		ToolCounts:   make(map[string]int),
+		ToolFailures: make(map[string]int),
+	}
+	tr.root = Span{
 		TraceID:   t.traceID(),
 		ID:        t.spanID(),
 		Kind:      KindTurn,
-		Name:      "invoke_agent " + sess.agent,
+		Name:      t.names.join("invoke_agent ", sess.agent),
 		Start:     start,
 		SessionID: sess.id,
 		TurnIndex: sess.turns,
 		Agent:     sess.agent,
 		Link:      ex.span.Link,
-		Turn: &Turn{
-			Index:        sess.turns,
-			Trigger:      "prompt",
-			ToolCounts:   make(map[string]int),
-			ToolFailures: make(map[string]int),
-		},
+		Turn:      &tr.totals,
 	}
+	tr.span = &tr.root
 	if t.cfg.capture {
 		if last := lastConversational(ex.span.Chat.Request.Body); last != nil && last.HumanText {
 			tr.span.Turn.Prompt = t.cfg.scrub(last.Text)
@@ -312,6 +314,9 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 	}
 	tt.Usage = addUsage(tt.Usage, u)
 	if model != "" && !contains(tt.Models, model) {
+		if tt.Models == nil {
+			tt.Models = tr.firstModel[:0] // most turns use one model
+		}
 		tt.Models = append(tt.Models, model)
 	}
 }
