@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -105,6 +106,15 @@ type Metrics struct {
 	toolDuration                                      *prometheus.HistogramVec
 	turnDuration                                      prometheus.Histogram
 	sessionsActive                                    prometheus.Gauge
+
+	// lastTrace and lastExemplar are the exemplar labels of the trace a span last ended in. The
+	// spans of a turn end close together (a chat span and its turn in the same response, tool
+	// spans one after another), so most spans reuse them instead of building a map and a hex
+	// string of their own. client_golang only reads the labels it is given. One entry: it never
+	// grows.
+	exemplarMu   sync.Mutex
+	lastTrace    instrument.TraceID
+	lastExemplar prometheus.Labels
 }
 
 var _ instrument.Sink = (*Metrics)(nil)
@@ -244,7 +254,7 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 	if s == nil {
 		return
 	}
-	ex := exemplar(s.TraceID)
+	ex := m.exemplar(s.TraceID)
 	switch s.Kind {
 	case instrument.KindChat:
 		if s.Chat != nil {
@@ -354,15 +364,38 @@ func statusCode(r *wire.Response) string {
 	if r == nil || r.Status == 0 || r.Err != "" {
 		return codeError
 	}
+	if s := r.Status; s >= firstStatus && s < firstStatus+len(statusDigits)/3 {
+		i := (s - firstStatus) * 3
+		return statusDigits[i : i+3]
+	}
 	return strconv.Itoa(r.Status)
 }
 
-// exemplar returns the exemplar labels for a trace, nil for an invalid trace id.
-func exemplar(t instrument.TraceID) prometheus.Labels {
+// firstStatus is the first HTTP status in statusDigits.
+const firstStatus = 100
+
+// statusDigits is "100101102…599": the code labels of three-digit statuses, sliced from one
+// string rather than formatted per request.
+var statusDigits = func() string {
+	b := make([]byte, 0, 3*500)
+	for s := firstStatus; s < 600; s++ {
+		b = strconv.AppendInt(b, int64(s), 10)
+	}
+	return string(b)
+}()
+
+// exemplar returns the exemplar labels for a trace, nil for an invalid trace id. Callers must
+// not modify them: spans of the same trace share them.
+func (m *Metrics) exemplar(t instrument.TraceID) prometheus.Labels {
 	if !t.IsValid() {
 		return nil
 	}
-	return prometheus.Labels{"trace_id": t.String()}
+	m.exemplarMu.Lock()
+	defer m.exemplarMu.Unlock()
+	if m.lastExemplar == nil || m.lastTrace != t {
+		m.lastTrace, m.lastExemplar = t, prometheus.Labels{"trace_id": t.String()}
+	}
+	return m.lastExemplar
 }
 
 // add adds v with exemplar ex; negative values (which a counter rejects) are dropped.

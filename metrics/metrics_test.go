@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -785,6 +786,68 @@ func TestNoExemplarWithoutTraceID(t *testing.T) {
 		return
 	}
 	t.Fatalf("%s not gathered", nameToolCalls)
+}
+
+// TestExemplarFollowsTrace checks that spans of different traces, ending interleaved, each carry
+// the trace id of their own trace, though spans of the same trace share their exemplar labels.
+func TestExemplarFollowsTrace(t *testing.T) {
+	m, reg := newMetrics(t)
+	for _, tc := range []struct {
+		trace byte
+		tool  string
+	}{{1, "Read"}, {1, "Read"}, {2, "Grep"}, {1, "Edit"}, {2, "Bash"}, {0, "Write"}, {3, "Glob"}} {
+		feed(m, toolSpan(tc.trace, tc.tool, "success", 0, 100))
+	}
+	want := map[string]string{
+		"Read": traceID(1).String(), "Grep": traceID(2).String(), "Edit": traceID(1).String(),
+		"Bash": traceID(2).String(), "Write": "", "Glob": traceID(3).String(),
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != nameToolCalls {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			tool := ""
+			for _, lp := range mt.GetLabel() {
+				if lp.GetName() == "tool" {
+					tool = lp.GetValue()
+				}
+			}
+			got := ""
+			if ex := mt.GetCounter().GetExemplar(); ex != nil {
+				for _, lp := range ex.GetLabel() {
+					got += lp.GetName() + "=" + lp.GetValue()
+				}
+			}
+			if w := want[tool]; (w == "" && got != "") || (w != "" && got != "trace_id="+w) {
+				t.Errorf("tool %s: exemplar labels %q, want trace_id=%s", tool, got, w)
+			}
+		}
+		return
+	}
+	t.Fatalf("%s not gathered", nameToolCalls)
+}
+
+func TestStatusCodeLabel(t *testing.T) {
+	for s := -1; s <= 1000; s++ {
+		want := strconv.Itoa(s)
+		if s == 0 {
+			want = codeError
+		}
+		if got := statusCode(&wire.Response{Status: s}); got != want {
+			t.Errorf("statusCode(%d) = %q, want %q", s, got, want)
+		}
+	}
+	if got := statusCode(&wire.Response{Status: 200, Err: "stream cut"}); got != codeError {
+		t.Errorf("statusCode of a failed transport = %q, want %q", got, codeError)
+	}
+	if got := statusCode(nil); got != codeError {
+		t.Errorf("statusCode(nil) = %q, want %q", got, codeError)
+	}
 }
 
 func TestLabelCaps(t *testing.T) {
