@@ -3,57 +3,90 @@ package summary
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // Line renders a finished turn as one compact terminal line:
 //
 //	cctrace 1a2b3c4d turn 3 · 12.4s · 5 req (1 retried) · Bash×2 Read×1 (Bash 1 failed) · 1 subagent · in 1.2k out 340 cache r 45.1k w 2.0k · hit 94% · $0.0123 · end_turn · compacted (auto)
-func Line(t *Turn) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "cctrace %s turn %d", shortID(t.SessionID), t.Index)
+func Line(t *Turn) string { return string(appendLine(nil, t)) }
+
+// appendLine appends Line(t) to b. The store renders each finished turn into a buffer it
+// reuses, so that printing a line does not allocate.
+func appendLine(b []byte, t *Turn) []byte {
+	b = append(b, "cctrace "...)
+	b = append(b, shortID(t.SessionID)...)
+	b = append(b, " turn "...)
+	b = strconv.AppendInt(b, int64(t.Index), 10)
 	if t.Compaction != "" {
-		fmt.Fprintf(&b, " (/compact %s)", t.Compaction)
+		b = append(b, " (/compact "...)
+		b = append(b, t.Compaction...)
+		b = append(b, ')')
 	}
-	fmt.Fprintf(&b, " · %s · %d req", Seconds(t.Duration), t.Requests)
+	b = append(b, sep...)
+	b = appendSeconds(b, t.Duration)
+	b = append(b, sep...)
+	b = strconv.AppendInt(b, int64(t.Requests), 10)
+	b = append(b, " req"...)
 	if t.Retries > 0 {
-		fmt.Fprintf(&b, " (%d retried)", t.Retries)
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, int64(t.Retries), 10)
+		b = append(b, " retried)"...)
 	}
-	if tools := ToolList(t.Tools); tools != "" {
-		fmt.Fprintf(&b, " · %s", tools)
-		if f := ToolList(t.ToolFailures); f != "" {
-			fmt.Fprintf(&b, " (failed %s)", f)
+	if anyCounted(t.Tools) {
+		b = append(b, sep...)
+		b = appendToolList(b, t.Tools)
+		if anyCounted(t.ToolFailures) {
+			b = append(b, " (failed "...)
+			b = appendToolList(b, t.ToolFailures)
+			b = append(b, ')')
 		} else if t.ToolErrors > 0 {
-			fmt.Fprintf(&b, " (%d failed)", t.ToolErrors)
+			b = append(b, " ("...)
+			b = strconv.AppendInt(b, int64(t.ToolErrors), 10)
+			b = append(b, " failed)"...)
 		}
 	}
 	switch {
 	case t.Subagents == 1:
-		b.WriteString(" · 1 subagent")
+		b = append(b, " · 1 subagent"...)
 	case t.Subagents > 1:
-		fmt.Fprintf(&b, " · %d subagents", t.Subagents)
+		b = append(b, sep...)
+		b = strconv.AppendInt(b, int64(t.Subagents), 10)
+		b = append(b, " subagents"...)
 	}
-	fmt.Fprintf(&b, " · %s", TokenText(t.Tokens))
+	b = append(b, sep...)
+	b = appendTokenText(b, t.Tokens)
 	if r, ok := t.Tokens.CacheHitRatio(); ok {
-		fmt.Fprintf(&b, " · hit %s", Percent(r))
+		b = append(b, " · hit "...)
+		b = appendPercent(b, r)
 	}
-	fmt.Fprintf(&b, " · %s", CostText(t.Cost, t.Unpriced))
+	b = append(b, sep...)
+	b = appendCostText(b, t.Cost, t.Unpriced)
 	if t.Outcome != "" {
-		fmt.Fprintf(&b, " · %s", t.Outcome)
+		b = append(b, sep...)
+		b = append(b, t.Outcome...)
 	}
 	if t.Compacted != "" {
-		fmt.Fprintf(&b, " · compacted (%s)", t.Compacted)
+		b = append(b, " · compacted ("...)
+		b = append(b, t.Compacted...)
+		b = append(b, ')')
 	}
 	if t.Prompt != "" {
 		p := strings.Join(strings.Fields(t.Prompt), " ")
 		if r := []rune(p); len(r) > 60 {
 			p = string(r[:60]) + "…"
 		}
-		fmt.Fprintf(&b, " · %q", p)
+		b = append(b, sep...)
+		b = strconv.AppendQuote(b, p)
 	}
-	return b.String()
+	return b
 }
+
+// sep separates the parts of a line.
+const sep = " · "
 
 // WriteSummary writes the closing summary of every session that made requests: its totals and
 // cost, then what its messages were made of. With more than one such session a grand total
@@ -135,71 +168,119 @@ func MessagesText(m Messages) string {
 }
 
 // TokenText renders token usage compactly: "in 1.2k out 340 cache r 45.1k w 2.0k".
-func TokenText(t Tokens) string {
-	return fmt.Sprintf("in %s out %s cache r %s w %s", Count(t.Input), Count(t.Output), Count(t.CacheRead), Count(t.CacheCreation))
+func TokenText(t Tokens) string { return string(appendTokenText(nil, t)) }
+
+func appendTokenText(b []byte, t Tokens) []byte {
+	b = append(b, "in "...)
+	b = appendCount(b, t.Input)
+	b = append(b, " out "...)
+	b = appendCount(b, t.Output)
+	b = append(b, " cache r "...)
+	b = appendCount(b, t.CacheRead)
+	b = append(b, " w "...)
+	return appendCount(b, t.CacheCreation)
 }
 
 // CostText renders an estimated cost: "$0.0123", with "+N unpriced" when some requests used a
 // model the price table does not know, and "cost ?" when none could be priced.
-func CostText(usd float64, unpriced int) string {
+func CostText(usd float64, unpriced int) string { return string(appendCostText(nil, usd, unpriced)) }
+
+func appendCostText(b []byte, usd float64, unpriced int) []byte {
 	if unpriced > 0 && usd == 0 {
-		return "cost ?"
+		return append(b, "cost ?"...)
 	}
-	s := Dollars(usd)
+	b = appendDollars(b, usd)
 	if unpriced > 0 {
-		s += fmt.Sprintf(" +%d unpriced", unpriced)
+		b = append(b, " +"...)
+		b = strconv.AppendInt(b, int64(unpriced), 10)
+		b = append(b, " unpriced"...)
 	}
-	return s
+	return b
 }
 
 // Dollars formats a USD amount with four decimals below $10 and two above.
-func Dollars(usd float64) string {
+func Dollars(usd float64) string { return string(appendDollars(nil, usd)) }
+
+func appendDollars(b []byte, usd float64) []byte {
+	b = append(b, '$')
 	if usd >= 10 {
-		return fmt.Sprintf("$%.2f", usd)
+		return strconv.AppendFloat(b, usd, 'f', 2, 64)
 	}
-	return fmt.Sprintf("$%.4f", usd)
+	return strconv.AppendFloat(b, usd, 'f', 4, 64)
 }
 
 // Count formats a token count: exact below 1000, then 1.2k, 45.1k, 120k, 1.5M.
-func Count(n int) string {
+func Count(n int) string { return string(appendCount(nil, n)) }
+
+func appendCount(b []byte, n int) []byte {
 	switch {
 	case n < 1000:
-		return fmt.Sprint(n)
+		return strconv.AppendInt(b, int64(n), 10)
 	case n < 100_000:
-		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+		return append(strconv.AppendFloat(b, float64(n)/1e3, 'f', 1, 64), 'k')
 	case n < 1_000_000:
-		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+		return append(strconv.AppendFloat(b, float64(n)/1e3, 'f', 0, 64), 'k')
 	default:
-		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+		return append(strconv.AppendFloat(b, float64(n)/1e6, 'f', 1, 64), 'M')
 	}
 }
 
 // Percent formats a ratio in [0,1] as a whole percentage.
-func Percent(r float64) string { return fmt.Sprintf("%.0f%%", r*100) }
+func Percent(r float64) string { return string(appendPercent(nil, r)) }
+
+func appendPercent(b []byte, r float64) []byte {
+	return append(strconv.AppendFloat(b, r*100, 'f', 0, 64), '%')
+}
 
 // Seconds formats a duration in seconds: "0.4s", "12.4s", "3m05s".
-func Seconds(s float64) string {
+func Seconds(s float64) string { return string(appendSeconds(nil, s)) }
+
+func appendSeconds(b []byte, s float64) []byte {
 	if s < 60 {
-		return fmt.Sprintf("%.1fs", s)
+		return append(strconv.AppendFloat(b, s, 'f', 1, 64), 's')
 	}
 	m := int(s) / 60
-	return fmt.Sprintf("%dm%02ds", m, int(s)-m*60)
+	b = strconv.AppendInt(b, int64(m), 10)
+	b = append(b, 'm')
+	sec := int(s) - m*60
+	if sec >= 0 && sec < 10 {
+		b = append(b, '0') // as %02d pads
+	}
+	b = strconv.AppendInt(b, int64(sec), 10)
+	return append(b, 's')
 }
 
 // ToolList renders tool counts sorted by name: "Bash×2 Read×1".
-func ToolList(counts map[string]int) string {
-	names := make([]string, 0, len(counts))
+func ToolList(counts map[string]int) string { return string(appendToolList(nil, counts)) }
+
+// anyCounted reports whether ToolList(counts) is not empty.
+func anyCounted(counts map[string]int) bool {
+	for _, c := range counts {
+		if c > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func appendToolList(b []byte, counts map[string]int) []byte {
+	var few [16]string // a turn's tools usually fit: no allocation for the names
+	names := few[:0]
 	for n, c := range counts {
 		if c > 0 {
 			names = append(names, n)
 		}
 	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
+	slices.Sort(names)
 	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s×%d", n, counts[n])
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, n...)
+		b = append(b, "×"...)
+		b = strconv.AppendInt(b, int64(counts[n]), 10)
 	}
-	return strings.Join(parts, " ")
+	return b
 }
 
 func plural(n int, what string) string {

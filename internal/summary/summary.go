@@ -5,7 +5,6 @@ package summary
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -30,9 +29,14 @@ type Store struct {
 	maxSpans int
 	turns    []*Turn                       // finished and open turns, oldest first
 	byTrace  map[instrument.TraceID]*Turn  // turns still in the ring
-	open     map[instrument.SpanID]*Record // spans not ended yet
+	open     map[instrument.SpanID]*record // spans not ended yet
 	sessions map[string]*SessionTotals
+	// line is the buffer each finished turn's line is rendered into before it is written.
+	line []byte
 }
+
+// maxLineBuffer bounds the line buffer the store keeps between turns.
+const maxLineBuffer = 4 << 10
 
 var _ instrument.Sink = (*Store)(nil)
 
@@ -69,7 +73,7 @@ func New(opts ...Option) *Store {
 		maxTurns: 200,
 		maxSpans: 5000,
 		byTrace:  make(map[instrument.TraceID]*Turn),
-		open:     make(map[instrument.SpanID]*Record),
+		open:     make(map[instrument.SpanID]*record),
 		sessions: make(map[string]*SessionTotals),
 	}
 	for _, o := range opts {
@@ -114,6 +118,9 @@ type Turn struct {
 	Spans    []*Record `json:"spans"`
 	// DroppedSpans counts spans beyond the per-turn bound.
 	DroppedSpans int `json:"dropped_spans,omitempty"`
+
+	// endAt is what End first points to: the end is set once, and never changes after.
+	endAt time.Time
 }
 
 // Running reports whether the turn has not ended yet.
@@ -180,6 +187,16 @@ type Record struct {
 // Running reports whether the span has not ended yet.
 func (r *Record) Running() bool { return r.End == nil }
 
+// record is a Record with room for what its pointer fields point to, so that a span costs the
+// store one allocation. Those values are set once, when the span ends, and never change after:
+// copies handed out by Turns may share them.
+type record struct {
+	Record
+	end    time.Time
+	tokens Tokens
+	cost   float64
+}
+
 // Messages counts the messages of a session by kind: user messages by what they carry, and
 // assistant responses by whether they hold text, tool calls or both. Retries are not counted
 // again. The zero value counts nothing.
@@ -221,13 +238,14 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	if t == nil {
 		return
 	}
-	r := &Record{
+	rec := &record{Record: Record{
 		SpanID: sp.ID.String(),
 		Kind:   kindName(sp.Kind),
 		Name:   sp.Name,
 		Start:  sp.Start,
 		Agent:  sp.Agent,
-	}
+	}}
+	r := &rec.Record
 	if sp.Parent.IsValid() {
 		r.ParentID = sp.Parent.String()
 	}
@@ -250,8 +268,11 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 		t.DroppedSpans++
 		return
 	}
+	if t.Spans == nil {
+		t.Spans = make([]*Record, 0, 4) // a turn has a root and a chat span at least
+	}
 	t.Spans = append(t.Spans, r)
-	s.open[sp.ID] = r
+	s.open[sp.ID] = rec
 }
 
 // SpanEnded implements instrument.Sink.
@@ -270,19 +291,20 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 			t.Compacted = cp.Trigger
 		}
 	}
-	r := s.open[sp.ID]
+	rec := s.open[sp.ID]
 	delete(s.open, sp.ID)
-	if r != nil {
-		end := sp.End
-		r.End = &end
+	if rec != nil {
+		r := &rec.Record
+		rec.end = sp.End
+		r.End = &rec.end
 		r.Status = statusName(sp.Status)
 		r.ErrorType = sp.ErrorType
 		switch {
 		case sp.Chat != nil:
-			fillChat(r, sp.Chat)
+			fillChat(rec, sp.Chat)
 			if priced {
-				c := cost
-				r.Cost = &c
+				rec.cost = cost
+				r.Cost = &rec.cost
 			}
 		case sp.Tool != nil:
 			r.Tool, r.Outcome = sp.Tool.Name, sp.Tool.Outcome
@@ -293,7 +315,11 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 	}
 	fillTurn(t, sp)
 	if sp.Kind == instrument.KindTurn && s.out != nil {
-		fmt.Fprintln(s.out, Line(t))
+		s.line = append(appendLine(s.line[:0], t), '\n')
+		_, _ = s.out.Write(s.line) // one Write, as fmt.Fprintln did; errors were ignored then too
+		if cap(s.line) > maxLineBuffer {
+			s.line = nil
+		}
 	}
 }
 
@@ -392,7 +418,7 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 		}
 		for _, r := range old.Spans {
 			for id, o := range s.open {
-				if o == r {
+				if &o.Record == r {
 					delete(s.open, id)
 				}
 			}
@@ -578,8 +604,13 @@ func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func fillTurn(t *Turn, sp *instrument.Span) {
-	end := sp.End
-	t.End = &end
+	if t.End == nil {
+		t.endAt = sp.End
+		t.End = &t.endAt
+	} else {
+		end := sp.End // copies handed out may point at the first end: leave it alone
+		t.End = &end
+	}
 	t.Start = sp.Start
 	t.Duration = sp.End.Sub(sp.Start).Seconds()
 	tt := sp.Turn
@@ -591,14 +622,35 @@ func fillTurn(t *Turn, sp *instrument.Span) {
 	t.Compaction = tt.Compaction
 	t.Requests, t.Retries = tt.Requests, tt.Retries
 	t.ToolCalls, t.ToolErrors, t.Subagents = tt.ToolCalls, tt.ToolErrors, tt.Subagents
-	t.Tools = maps.Clone(tt.ToolCounts)
-	t.ToolFailures = maps.Clone(tt.ToolFailures)
-	t.Models = slices.Clone(tt.Models)
+	t.Tools = endedCounts(t.Tools, tt.ToolCounts)
+	t.ToolFailures = endedCounts(t.ToolFailures, tt.ToolFailures)
+	if !slices.Equal(t.Models, tt.Models) || (t.Models == nil) != (tt.Models == nil) {
+		t.Models = slices.Clone(tt.Models)
+	}
 	t.Prompt = tt.Prompt
 	t.Tokens = tokensOf(tt.Usage)
 }
 
-func fillChat(r *Record, c *instrument.Chat) {
+// noCounts is the empty tool counts of every ended turn without tools. Nothing writes to an ended
+// turn's counts (addLive stops at its end), and Turns hands out copies.
+var noCounts = map[string]int{}
+
+// endedCounts returns what an ended turn keeps of the tracker's final counts: a copy, or the
+// running counts the store already has when they are equal.
+func endedCounts(running, final map[string]int) map[string]int {
+	switch {
+	case final == nil:
+		return nil
+	case len(final) == 0:
+		return noCounts
+	case running != nil && maps.Equal(running, final):
+		return running
+	}
+	return maps.Clone(final)
+}
+
+func fillChat(rec *record, c *instrument.Chat) {
+	r := &rec.Record
 	r.Request = string(c.Kind)
 	r.Attempt = c.Attempt
 	r.Compacted = c.Compacted
@@ -618,8 +670,8 @@ func fillChat(r *Record, c *instrument.Chat) {
 			r.Model = m.Model
 		}
 		r.StopReason = m.StopReason
-		tok := tokensOf(m.Usage)
-		r.Tokens = &tok
+		rec.tokens = tokensOf(m.Usage)
+		r.Tokens = &rec.tokens
 	}
 }
 
