@@ -40,6 +40,10 @@ type Pipeline struct {
 	idle    func()
 	handled int
 	busy    bool
+	// spare is the last batch's array, emptied, for the queue to fill next: the queue and
+	// the batch being handled take turns with two arrays instead of a new one per batch. Only
+	// the pipeline goroutine touches it.
+	spare []event
 
 	mu      sync.Mutex
 	queue   []event
@@ -170,16 +174,20 @@ func (p *Pipeline) Done() <-chan struct{} { return p.done }
 // to have seen all finished exchanges. It must not be called concurrently with Run.
 func (p *Pipeline) Flush() { p.drain() }
 
+// maxSpareEvents bounds the array drain keeps for the next batch: a burst's queue is let go.
+const maxSpareEvents = 1024
+
 func (p *Pipeline) drain() {
 	for {
 		p.mu.Lock()
 		batch := p.queue
-		p.queue = nil
+		p.queue, p.spare = p.spare, nil
 		p.unlogged += p.dropped
 		p.dropped = 0
 		p.mu.Unlock()
 		p.warnDropped(false)
 		if len(batch) == 0 {
+			p.spare = batch
 			return
 		}
 		p.handled += len(batch)
@@ -198,6 +206,9 @@ func (p *Pipeline) drain() {
 				p.queued -= n
 				p.mu.Unlock()
 			}
+		}
+		if cap(batch) <= maxSpareEvents {
+			p.spare = batch[:0] // its events were cleared above
 		}
 	}
 }
