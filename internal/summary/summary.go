@@ -121,6 +121,8 @@ type Turn struct {
 
 	// endAt is what End first points to: the end is set once, and never changes after.
 	endAt time.Time
+	// firstModel is the first array of a running turn's Models: most turns use one model.
+	firstModel [1]string
 }
 
 // Running reports whether the turn has not ended yet.
@@ -247,7 +249,11 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	}}
 	r := &rec.Record
 	if sp.Parent.IsValid() {
-		r.ParentID = sp.Parent.String()
+		if parent := s.open[sp.Parent]; parent != nil {
+			r.ParentID = parent.SpanID // the same hex string: no need to encode it again
+		} else {
+			r.ParentID = sp.Parent.String()
+		}
 	}
 	switch {
 	case sp.Chat != nil:
@@ -371,6 +377,9 @@ func (t *Turn) addLive(sp *instrument.Span) {
 		if u := chatUsage(sp.Chat); u != nil {
 			t.Tokens.add(tokensOf(*u))
 			if m := sp.Chat.Response.Message.Model; m != "" && !slices.Contains(t.Models, m) {
+				if t.Models == nil {
+					t.Models = t.firstModel[:0]
+				}
 				t.Models = append(t.Models, m)
 			}
 		}
