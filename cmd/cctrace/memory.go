@@ -3,6 +3,8 @@ package main
 import (
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
+
+	"github.com/cctrace/cctrace/internal/proxy"
 )
 
 // releaseThreshold is how much heap the Go runtime may hold beyond what is live before an idle
@@ -14,9 +16,11 @@ const releaseThreshold = 16 << 20
 // the runtime keeps a burst's heap until later garbage collections shrink its goal, and an idle
 // proxy collects seldom: after a burst of 1 MB requests cctrace sat at 125 MB RSS, most of it
 // free heap (issue 6). A forced collection of cctrace's live heap costs a few milliseconds of
-// CPU once per burst, on the pipeline's goroutine, while nothing waits for it.
+// CPU once per burst, on the pipeline's goroutine, while nothing waits for it. The proxy's pool
+// of body buffers, kept for the next burst, goes too.
 func releaseMemory() {
-	if reclaimableHeap() >= releaseThreshold {
+	pooled := proxy.ReleasePooledBodies()
+	if uint64(pooled)+reclaimableHeap() >= releaseThreshold {
 		debug.FreeOSMemory()
 	}
 }

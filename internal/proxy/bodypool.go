@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math/bits"
+	"slices"
 	"sync"
 )
 
@@ -33,23 +34,26 @@ const (
 	numBodyClasses = (maxBodyClassShift-minBodyClassShift)*bodyClassSteps + 1
 )
 
-// maxPooledBodyBytes bounds the bytes of buffers the pool keeps between copies. A sync.Pool
-// would keep whatever a burst gave back until two garbage collections had passed, and a quiet
-// proxy collects seldom: after 128 uploads of 200 KB, 13 MB of buffers stayed in the pools,
-// half of cctrace's live heap while the streams went on, and so a quarter of its RSS (issue 6).
-// A steady load needs few: each copy takes a buffer and each decoded body gives one back, so the
-// pool only has to cover how much the number of bodies in flight changes.
-const maxPooledBodyBytes = 4 << 20
+// maxPooledBodyBytes bounds the bytes of buffers the pool keeps between copies: as much as the
+// copy budget lets copies hold at once (DefaultCopyBudget). A sync.Pool would keep whatever a
+// burst gave back until two garbage collections had passed, and a quiet proxy collects seldom:
+// after 128 uploads of 200 KB, 13 MB of buffers stayed in the pools, half of cctrace's live heap
+// while the streams went on (issue 6). A steady load needs few: each copy takes a buffer and each
+// decoded body gives one back, so the pool only has to cover how much the number of bodies in
+// flight changes. ReleasePooledBodies empties it.
+const maxPooledBodyBytes = DefaultCopyBudget
 
-// bodyPool holds buffers given back, per class, each of length 0 and capacity exactly the
-// class size, at most maxPooledBodyBytes of them.
+// bodyPool holds buffers given back, each of length 0 and capacity exactly the size of its
+// class, the one given back last at the end, at most maxPooledBodyBytes of them. When a buffer
+// given back does not fit, the ones given back longest ago make room: a pool that was filled
+// by 200 KB bodies must not refuse every buffer of the 1 MB ones that follow.
 var bodyPool struct {
 	mu    sync.Mutex
 	bytes int64
-	free  [numBodyClasses][][]byte
+	bufs  [][]byte
 }
 
-// bodyClass returns the index in bodyPools of the class a body of n bytes takes, and false when
+// bodyClass returns the index of the class a body of n bytes takes, and false when
 // it takes none.
 func bodyClass(n int64) (int, bool) {
 	if n <= minBodyClass/2 || n > maxBodyClass {
@@ -86,37 +90,53 @@ func getBody(n int64) []byte {
 	if !ok {
 		return make([]byte, 0, n)
 	}
+	size := bodyClassSize(class)
 	bodyPool.mu.Lock()
-	if free := bodyPool.free[class]; len(free) > 0 {
-		b := free[len(free)-1]
-		free[len(free)-1] = nil
-		bodyPool.free[class] = free[:len(free)-1]
-		bodyPool.bytes -= int64(cap(b))
-		bodyPool.mu.Unlock()
-		return b
+	// At most maxPooledBodyBytes/minBodyClass buffers to look through, the latest first.
+	for i := len(bodyPool.bufs) - 1; i >= 0; i-- {
+		if b := bodyPool.bufs[i]; int64(cap(b)) == size {
+			bodyPool.bufs = slices.Delete(bodyPool.bufs, i, i+1)
+			bodyPool.bytes -= size
+			bodyPool.mu.Unlock()
+			return b
+		}
 	}
 	bodyPool.mu.Unlock()
-	return make([]byte, 0, bodyClassSize(class))
+	return make([]byte, 0, size)
 }
 
 // RecycleBody gives a body copy that the proxy handed to an Observer back to the proxy, to copy
 // a later body into. Only an Observer that is done with b and keeps no reference into it (no
 // subslice, no string or []byte sharing its memory) may call it, and only once per body: a later
 // exchange overwrites it. Calling it is optional; a body never recycled is left to the garbage
-// collector. A b whose capacity is not exactly the size of one of the pools' classes (nil, a
-// small body, or one that outgrew its buffer) is ignored, and so is any b the pool has no room
-// for (see maxPooledBodyBytes).
+// collector. A b whose capacity is not exactly the size of one of the classes (nil, a
+// small body, or one that outgrew its buffer) is ignored, and so is one larger than the whole
+// pool (see maxPooledBodyBytes).
 func RecycleBody(b []byte) {
-	class, ok := classOfSize(int64(cap(b)))
-	if !ok {
+	if _, ok := classOfSize(int64(cap(b))); !ok || int64(cap(b)) > maxPooledBodyBytes {
 		return
 	}
 	bodyPool.mu.Lock()
-	if bodyPool.bytes+int64(cap(b)) <= maxPooledBodyBytes {
-		bodyPool.free[class] = append(bodyPool.free[class], b[:0])
-		bodyPool.bytes += int64(cap(b))
+	bodyPool.bufs = append(bodyPool.bufs, b[:0])
+	bodyPool.bytes += int64(cap(b))
+	drop := 0
+	for bodyPool.bytes > maxPooledBodyBytes {
+		bodyPool.bytes -= int64(cap(bodyPool.bufs[drop]))
+		drop++
 	}
+	bodyPool.bufs = slices.Delete(bodyPool.bufs, 0, drop)
 	bodyPool.mu.Unlock()
+}
+
+// ReleasePooledBodies empties the pool of body buffers, leaving them to the garbage collector,
+// and returns how many bytes they held: for an idle proxy giving its memory back.
+func ReleasePooledBodies() int64 {
+	bodyPool.mu.Lock()
+	defer bodyPool.mu.Unlock()
+	n := bodyPool.bytes
+	clear(bodyPool.bufs)
+	bodyPool.bufs, bodyPool.bytes = bodyPool.bufs[:0], 0
+	return n
 }
 
 // classOfSize returns the class whose buffers have capacity c, and false when c is no class's.

@@ -122,11 +122,7 @@ func TestRecycleBody(t *testing.T) {
 		}
 	})
 	t.Run("the pool keeps at most maxPooledBodyBytes", func(t *testing.T) {
-		// Start from an empty pool, whatever earlier tests gave back.
-		bodyPool.mu.Lock()
-		clear(bodyPool.free[:])
-		bodyPool.bytes = 0
-		bodyPool.mu.Unlock()
+		ReleasePooledBodies() // start from an empty pool, whatever earlier tests gave back
 		const size = 1 << 20
 		var given [][]byte
 		for range 2 * maxPooledBodyBytes / size {
@@ -150,8 +146,30 @@ func TestRecycleBody(t *testing.T) {
 				}
 			}
 		}
-		if want := maxPooledBodyBytes / size; reused != want {
+		if want := int(maxPooledBodyBytes / size); reused != want {
 			t.Errorf("%d buffers came back, want the %d the pool has room for", reused, want)
+		}
+	})
+	t.Run("buffers given back long ago make room for a new one", func(t *testing.T) {
+		ReleasePooledBodies()
+		const small = 256 << 10
+		var smalls [][]byte
+		for range maxPooledBodyBytes / small {
+			smalls = append(smalls, getBody(small))
+		}
+		for _, b := range smalls {
+			RecycleBody(b)
+		}
+		big := getBody(1 << 20)
+		RecycleBody(big)
+		if got := getBody(1 << 20); !sameArray(got, big) {
+			t.Error("a full pool of 256 KiB buffers refused a 1 MiB one")
+		}
+		if n := ReleasePooledBodies(); n != maxPooledBodyBytes-1<<20 {
+			t.Errorf("pool held %d bytes, want the %d of the 256 KiB buffers that stayed", n, maxPooledBodyBytes-1<<20)
+		}
+		if n := ReleasePooledBodies(); n != 0 {
+			t.Errorf("pool holds %d bytes after being emptied", n)
 		}
 	})
 	t.Run("other buffers are ignored", func(t *testing.T) {
