@@ -97,8 +97,10 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
-	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log), pipeline.WithIdle(releaseMemory))
-	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
+	var p *proxy.Proxy // set below, before the pipeline runs
+	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log),
+		pipeline.WithIdle(func() { releaseMemory(p.InFlight()) }))
+	p, err = proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)

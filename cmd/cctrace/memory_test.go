@@ -28,7 +28,12 @@ func TestReleaseMemory(t *testing.T) {
 		t.Fatalf("reclaimable heap after dropping 64 MiB: %d bytes, want at least 32 MiB", r)
 	}
 	before := released()
-	releaseMemory()
+	releaseMemory(1)
+	if got := released() - before; got >= 32<<20 {
+		t.Errorf("releaseMemory released %d bytes with a request in flight, want it to wait", got)
+	}
+	before = released()
+	releaseMemory(0)
 	if got := released() - before; got < 32<<20 {
 		t.Errorf("releaseMemory released %d bytes, want at least 32 MiB", got)
 	}

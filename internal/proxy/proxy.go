@@ -33,10 +33,15 @@ type Proxy struct {
 	cfg      config
 	rp       *httputil.ReverseProxy
 	lastID   atomic.Uint64
-	copies   copyBudget // shared by every exchange's body copies
+	copies   copyBudget   // shared by every exchange's body copies
+	inFlight atomic.Int64 // requests being served
 }
 
 var _ http.Handler = (*Proxy)(nil)
+
+// InFlight returns how many requests the proxy is serving: received and not yet answered to
+// their end.
+func (p *Proxy) InFlight() int64 { return p.inFlight.Load() }
 
 // New returns a Proxy that forwards to upstream, an absolute http or https URL. A base path in
 // upstream is kept: with upstream https://gw.example/anthropic, a request for /v1/messages goes
@@ -88,6 +93,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		defer r.Body.Close()
 	}
+	p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
 	x := &exchange{
 		p: p,
 		req: &wire.Request{
