@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		pace       = fs.Duration("pace", 5*time.Millisecond, "gap between events of a paced stream")
 		events     = fs.Int("events", 500, "SSE events per reply")
 		duration   = fs.Duration("duration", time.Second, "time per unpaced run")
+		think      = fs.Duration("think", 0, "pause of each client between the end of a stream and its next request, in the unpaced runs (0: back to back)")
 		maxReq     = fs.Int("max-requests", 3000, "requests per run at most")
 		outPath    = fs.String("out", "", "also write the Markdown report to this file")
 		workDir    = fs.String("dir", "", "directory for configs and logs (default: a new temporary one, removed afterwards)")
@@ -88,7 +89,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		variants: strings.Split(*variants, ","), events: *events, short: *short,
 	}
 	var err error
-	if cfg.cells, err = cells(*sizes, *concs, *pacedSizes, *pace, *duration, *maxReq); err != nil {
+	if cfg.cells, err = cells(*sizes, *concs, *pacedSizes, *pace, *duration, *think, *maxReq); err != nil {
 		return err
 	}
 	if *short {
@@ -132,9 +133,10 @@ type config struct {
 	short         bool
 }
 
-// cells builds the matrix: every size and concurrency unpaced, then the paced sizes at every
-// concurrency. A paced run lasts one stream per client.
-func cells(sizes, concs, pacedSizes string, pace, duration time.Duration, maxReq int) ([]bench.Cell, error) {
+// cells builds the matrix: every size and concurrency unpaced (with think time between a
+// client's requests), then the paced sizes at every concurrency. A paced run lasts one stream per
+// client.
+func cells(sizes, concs, pacedSizes string, pace, duration, think time.Duration, maxReq int) ([]bench.Cell, error) {
 	ints := func(s string) ([]int, error) {
 		var out []int
 		for _, f := range strings.Split(s, ",") {
@@ -164,7 +166,7 @@ func cells(sizes, concs, pacedSizes string, pace, duration time.Duration, maxReq
 	var out []bench.Cell
 	for _, s := range ss {
 		for _, c := range cs {
-			out = append(out, bench.Cell{BodySize: s, Concurrency: c, Duration: duration, MaxRequests: maxReq})
+			out = append(out, bench.Cell{BodySize: s, Concurrency: c, Duration: duration, MaxRequests: maxReq, Think: think})
 		}
 	}
 	for _, s := range ps {

@@ -24,6 +24,9 @@ type Cell struct {
 	Pace        time.Duration // gap between SSE events; zero streams them back to back
 	Duration    time.Duration // stop starting requests after this long…
 	MaxRequests int           // …or after this many, whichever comes first
+	// Think is how long each client waits after one stream ends before sending its next request,
+	// as Claude Code does while it runs a tool or the human types; zero sends it at once.
+	Think time.Duration
 }
 
 // Name is a short label such as "200KB c16 paced".
@@ -32,7 +35,11 @@ func (c Cell) Name() string {
 	if c.Pace > 0 {
 		pace = "paced " + c.Pace.String()
 	}
-	return fmt.Sprintf("%s c%d %s", sizeName(c.BodySize), c.Concurrency, pace)
+	name := fmt.Sprintf("%s c%d %s", sizeName(c.BodySize), c.Concurrency, pace)
+	if c.Think > 0 {
+		name += " think " + c.Think.String()
+	}
+	return name
 }
 
 func sizeName(n int) string {
@@ -113,6 +120,13 @@ func (c *Client) Run(ctx context.Context, baseURL string, cell Cell) Result {
 			for first := true; ; first = false {
 				if ctx.Err() != nil {
 					return
+				}
+				if !first && cell.Think > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(cell.Think):
+					}
 				}
 				if !first && (time.Now().After(deadline) || started.Load() >= int64(cell.MaxRequests)) {
 					return
