@@ -37,5 +37,5 @@ fi
 "$bin/cctrace-bench" -cctrace "$bin/cctrace" -nginx "$nginx" -jaeger "$jaeger" -out "${TMPDIR:-/tmp}/cctrace-bench-results.md" "$@"
 echo
 echo "Go benchmarks of the hot paths:"
-go test -run='^$' -bench='ParseBody|BodyCache|StreamDecoder|ProxySSE|Tracker|Stack' -benchmem -count=3 \
-	./internal/wire ./internal/proxy ./instrument ./internal/bench
+go test -run='^$' -bench='ParseBody|BodyCache|StreamDecoder|ProxySSE|Tracker|Sink|Stack' -benchmem -count=3 \
+	./internal/wire ./internal/proxy ./instrument ./internal/tracing ./internal/bench
