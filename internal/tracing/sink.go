@@ -230,7 +230,12 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 	s.attrs.spanAttributes(a, sp)
 	span := s.begin(&st, spanName(sp), *a)
 	attrsPool.Put(a)
+	finish(span, sp)
+	s.ended.Add(1)
+}
 
+// finish adds sp's events and status to span and ends it at sp.End.
+func finish(span trace.Span, sp *instrument.Span) {
 	if t := sp.Turn; t != nil {
 		if !t.PlanModeEntered.IsZero() {
 			span.AddEvent("cctrace.plan_mode.entered", trace.WithTimestamp(t.PlanModeEntered))
@@ -246,7 +251,6 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 		span.SetStatus(codes.Error, sp.StatusMessage)
 	}
 	span.End(trace.WithTimestamp(sp.End))
-	s.ended.Add(1)
 }
 
 // SessionsActive does nothing: the number of sessions is a metric, not a span.

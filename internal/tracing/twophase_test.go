@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -84,21 +83,7 @@ func (s *twoPhaseSink) SpanEnded(sp *instrument.Span) {
 	}
 	span.SetName(spanName(sp))
 	span.SetAttributes(s.attributes(sp)...)
-	if t := sp.Turn; t != nil {
-		if !t.PlanModeEntered.IsZero() {
-			span.AddEvent("cctrace.plan_mode.entered", trace.WithTimestamp(t.PlanModeEntered))
-		}
-		if !t.PlanModeExited.IsZero() {
-			span.AddEvent("cctrace.plan_mode.exited", trace.WithTimestamp(t.PlanModeExited))
-		}
-	}
-	switch sp.Status {
-	case instrument.StatusOK:
-		span.SetStatus(codes.Ok, "")
-	case instrument.StatusError:
-		span.SetStatus(codes.Error, sp.StatusMessage)
-	}
-	span.End(trace.WithTimestamp(sp.End))
+	finish(span, sp) // events and status as the sink adds them: sink_test.go checks those
 }
 
 func (s *twoPhaseSink) SessionsActive(int) {}

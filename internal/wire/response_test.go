@@ -558,38 +558,31 @@ func FuzzStreamDecoder(f *testing.F) {
 			t.Fatalf("chunking changes the result:\nwhole:   %+v\nchunked: %+v", whole, chunked)
 		}
 		// Events read in place must decode exactly as when taken line by line, whether the
-		// decoder is told to (buffered) or an event never lies whole in a chunk (byte at a time).
-		buffered := &StreamDecoder{buffered: true}
-		buffered.Write(raw, t0)
-		var lineByLine Response
-		buffered.Finish(&lineByLine)
-		if !reflect.DeepEqual(whole, lineByLine) {
-			t.Fatalf("reading events in place changes the result:\nin place:     %+v\nline by line: %+v", whole, lineByLine)
-		}
-		d = NewStreamDecoder()
-		for i := range raw {
-			d.Write(raw[i:i+1], t0)
-		}
-		var bytewise Response
-		d.Finish(&bytewise)
-		if !reflect.DeepEqual(whole, bytewise) {
-			t.Fatalf("feeding a byte at a time changes the result:\nwhole:          %+v\nbyte at a time: %+v", whole, bytewise)
-		}
-		// The content_block_delta shortcut must decode exactly as the general decoder does.
-		slow := &StreamDecoder{slow: true}
-		slow.Write(raw, t0)
-		var general Response
-		slow.Finish(&general)
-		if !reflect.DeepEqual(whole, general) {
-			t.Fatalf("the content_block_delta shortcut changes the result:\nshortcut: %+v\ngeneral:  %+v", whole, general)
-		}
-		// Nor may both shortcuts together: this decoder takes the way every event used to.
-		slow = &StreamDecoder{slow: true, buffered: true}
-		slow.Write(raw, t0)
-		general = Response{}
-		slow.Finish(&general)
-		if !reflect.DeepEqual(whole, general) {
-			t.Fatalf("the shortcuts change the result:\nshortcuts: %+v\nneither:   %+v", whole, general)
+		// decoder is told to (buffered) or an event never lies whole in a chunk (byte at a time);
+		// the content_block_delta shortcut exactly as the general decoder; and both shortcuts
+		// together as the decoder that takes the way every event used to.
+		for _, alt := range []struct {
+			what     string
+			d        *StreamDecoder
+			bytewise bool
+		}{
+			{"reading events in place (against line by line)", &StreamDecoder{buffered: true}, false},
+			{"feeding a byte at a time", NewStreamDecoder(), true},
+			{"the content_block_delta shortcut (against the general decoder)", &StreamDecoder{slow: true}, false},
+			{"the shortcuts (against neither)", &StreamDecoder{slow: true, buffered: true}, false},
+		} {
+			if alt.bytewise {
+				for i := range raw {
+					alt.d.Write(raw[i:i+1], t0)
+				}
+			} else {
+				alt.d.Write(raw, t0)
+			}
+			var got Response
+			alt.d.Finish(&got)
+			if !reflect.DeepEqual(whole, got) {
+				t.Fatalf("%s changes the result:\nwant: %+v\ngot:  %+v", alt.what, whole, got)
+			}
 		}
 		if m := whole.Message; m != nil {
 			if len(m.Text) > PreviewLimit || len(m.ToolUses) > maxToolUses {
