@@ -772,20 +772,21 @@ func TestNoExemplarWithoutTraceID(t *testing.T) {
 	m, reg := newMetrics(t)
 	s := toolSpan(0, "Read", "success", 0, 100)
 	feed(m, s)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	if ex := gatherFamily(t, reg, nameToolCalls).GetMetric()[0].GetCounter().GetExemplar(); ex != nil {
+		t.Errorf("exemplar %v on a span without a trace id", ex)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != nameToolCalls {
-			continue
+}
+
+// gatherFamily gathers reg and returns the metric family called name, failing t without it.
+func gatherFamily(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFamily {
+	t.Helper()
+	for _, mf := range mustGather(t, reg) {
+		if mf.GetName() == name {
+			return mf
 		}
-		if ex := mf.GetMetric()[0].GetCounter().GetExemplar(); ex != nil {
-			t.Errorf("exemplar %v on a span without a trace id", ex)
-		}
-		return
 	}
-	t.Fatalf("%s not gathered", nameToolCalls)
+	t.Fatalf("%s not gathered", name)
+	return nil
 }
 
 // TestExemplarFollowsTrace checks that spans of different traces, ending interleaved, each carry
@@ -802,34 +803,27 @@ func TestExemplarFollowsTrace(t *testing.T) {
 		"Read": traceID(1).String(), "Grep": traceID(2).String(), "Edit": traceID(1).String(),
 		"Bash": traceID(2).String(), "Write": "", "Glob": traceID(3).String(),
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	series := gatherFamily(t, reg, nameToolCalls).GetMetric()
+	if len(series) != len(want) {
+		t.Fatalf("%d tool series, want %d", len(series), len(want))
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != nameToolCalls {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			tool := ""
-			for _, lp := range mt.GetLabel() {
-				if lp.GetName() == "tool" {
-					tool = lp.GetValue()
-				}
-			}
-			got := ""
-			if ex := mt.GetCounter().GetExemplar(); ex != nil {
-				for _, lp := range ex.GetLabel() {
-					got += lp.GetName() + "=" + lp.GetValue()
-				}
-			}
-			if w := want[tool]; (w == "" && got != "") || (w != "" && got != "trace_id="+w) {
-				t.Errorf("tool %s: exemplar labels %q, want trace_id=%s", tool, got, w)
+	for _, mt := range series {
+		tool := ""
+		for _, lp := range mt.GetLabel() {
+			if lp.GetName() == "tool" {
+				tool = lp.GetValue()
 			}
 		}
-		return
+		got := ""
+		if ex := mt.GetCounter().GetExemplar(); ex != nil {
+			for _, lp := range ex.GetLabel() {
+				got += lp.GetName() + "=" + lp.GetValue()
+			}
+		}
+		if w := want[tool]; (w == "" && got != "") || (w != "" && got != "trace_id="+w) {
+			t.Errorf("tool %s: exemplar labels %q, want trace_id=%s", tool, got, w)
+		}
 	}
-	t.Fatalf("%s not gathered", nameToolCalls)
 }
 
 func TestStatusCodeLabel(t *testing.T) {
