@@ -2,8 +2,6 @@ package instrument
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -195,11 +193,8 @@ func FuzzTracker(f *testing.F) {
 		f.Add(seed)
 	}
 	// Seed with the shapes of the recorded sessions too: one op byte per recorded exchange.
-	dirs, _ := filepath.Glob("../testdata/claude-code/*")
+	dirs, _ := replay.Sessions("../testdata/claude-code")
 	for _, dir := range dirs {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
 		exs, err := replay.Load(dir)
 		if err != nil {
 			continue

@@ -17,15 +17,12 @@ var update = flag.Bool("update", false, "rewrite the golden span trees of record
 // claude-code, see its README) through the tracker and compares the span trees with the golden
 // files beside them (want.tree). Run with -update after checking a change by eye.
 func TestRecordedSessions(t *testing.T) {
-	dirs, err := filepath.Glob("../testdata/claude-code/*")
+	dirs, err := replay.Sessions("../testdata/claude-code")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, dir := range dirs {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
 		n++
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			exchanges, err := replay.Load(dir)

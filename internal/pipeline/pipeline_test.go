@@ -72,12 +72,9 @@ func (s *spans) waitChat(t *testing.T, id uint64) {
 // exactly the tokens the fake served, and that the live path builds the same turns as replaying
 // the recording does.
 func TestRecordedSessionsThroughProxy(t *testing.T) {
-	dirs, _ := filepath.Glob("../../testdata/claude-code/*")
+	dirs, _ := replay.Sessions("../../testdata/claude-code")
 	n := 0
 	for _, dir := range dirs {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
 		name := filepath.Base(dir)
 		if _, err := fakeapi.Scenario(name); err != nil {
 			continue

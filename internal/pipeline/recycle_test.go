@@ -30,12 +30,12 @@ type recordedBody struct {
 // variant of the first request and response of each session.
 func loadRecordedBodies(t *testing.T) []recordedBody {
 	t.Helper()
-	dirs, _ := filepath.Glob("../../testdata/claude-code/*")
+	dirs, _ := replay.Sessions("../../testdata/claude-code")
 	var out []recordedBody
 	for _, dir := range dirs {
 		exchanges, err := replay.Load(dir)
 		if err != nil {
-			continue // not a session directory
+			t.Fatal(err)
 		}
 		for i, ex := range exchanges {
 			raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%03d.json", ex.Seq)))

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
@@ -33,12 +31,9 @@ type recordedEvent struct {
 // recordedSessions loads every recorded Claude Code session as its decoded event sequence.
 func recordedSessions(t *testing.T) [][]recordedEvent {
 	t.Helper()
-	dirs, _ := filepath.Glob("../../testdata/claude-code/*")
+	dirs, _ := replay.Sessions("../../testdata/claude-code")
 	var out [][]recordedEvent
 	for _, dir := range dirs {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
 		exs, err := replay.Load(dir)
 		if err != nil {
 			t.Fatal(err)

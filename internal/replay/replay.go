@@ -48,6 +48,22 @@ type record struct {
 	Response        string              `json:"response"`
 }
 
+// Sessions returns the recorded sessions under root (testdata/claude-code): its directories, in
+// name order.
+func Sessions(root string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("listing recorded sessions: %w", err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(root, e.Name()))
+		}
+	}
+	return dirs, nil
+}
+
 // Load reads every NNN.json exchange in dir, in sequence order.
 func Load(dir string) ([]*Exchange, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9][0-9].json"))

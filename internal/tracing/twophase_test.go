@@ -3,7 +3,6 @@ package tracing
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -205,15 +204,12 @@ func attrSet(kvs []attribute.KeyValue) string {
 // sink's own). Spans still open at shutdown keep what they took from their start; their
 // attributes are a few of their start's.
 func TestSinkAsTwoPhase(t *testing.T) {
-	dirs, err := filepath.Glob("../../testdata/claude-code/*")
+	dirs, err := replay.Sessions("../../testdata/claude-code")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, dir := range dirs {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
 		n++
 		for _, capture := range []bool{false, true} {
 			// Whole sessions, and sessions cut short with spans open at shutdown.
