@@ -115,8 +115,19 @@ func TestShortRun(t *testing.T) {
 	if err := f.stack.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.stack.EndedTurns(); got != int64(sent) {
-		t.Errorf("cctrace ended %d turns with end_turn, want one per request: %d; outcomes %v", got, sent, f.stack.Outcomes())
+	// Under load (this test runs beside others, often with -race) the pipeline may fall behind
+	// and leave a body undecoded, by design; such a request cannot start a turn of its own. All
+	// the others must have, and nearly all bodies must have been decoded.
+	undecoded := f.stack.Undecoded()
+	if got, want := f.stack.Outcomes()["end_turn/prompt"], sent-int(undecoded); got != want || undecoded > int64(sent/4) {
+		t.Errorf("cctrace ended %d turns with end_turn on a prompt, want one per request with its body decoded: %d of %d (%d undecoded); outcomes %v",
+			got, want, sent, undecoded, f.stack.Outcomes())
+	}
+	if got := f.stack.EndedTurns(); got < int64(sent)-undecoded {
+		t.Errorf("cctrace ended %d turns with end_turn, want at least %d", got, int64(sent)-undecoded)
+	}
+	if undecoded > 0 {
+		t.Logf("%d of %d request bodies not decoded (over a memory budget)", undecoded, sent)
 	}
 	sums := Summarise(samples)
 	var table strings.Builder

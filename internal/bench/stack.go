@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -78,20 +79,30 @@ func (s *Stack) Outcomes() map[string]int {
 	return maps.Clone(s.turns.outcomes)
 }
 
+// Undecoded returns how many requests cctrace tracked without decoding their body, because it
+// was over one of its memory budgets (as it may be under load).
+func (s *Stack) Undecoded() int64 { return s.turns.undecoded.Load() }
+
 // EndedTurns returns how many turns ended with stop reason end_turn so far.
 func (s *Stack) EndedTurns() int64 { return s.turns.n.Load() }
 
-// turnCounter is a sink that counts turns that ended with end_turn: every benchmark request is
-// one such turn, so the count tells whether the pipeline decoded what it forwarded.
+// turnCounter is a sink that counts turns that ended with end_turn, and requests whose body
+// cctrace did not decode because it was over a memory budget. Every benchmark request whose body
+// was decoded starts one such turn (trigger "prompt"), so the counts tell whether the pipeline
+// decoded what it forwarded.
 type turnCounter struct {
-	n        atomic.Int64
-	mu       sync.Mutex
-	outcomes map[string]int
+	n         atomic.Int64
+	undecoded atomic.Int64
+	mu        sync.Mutex
+	outcomes  map[string]int
 }
 
 func (c *turnCounter) SpanStarted(*instrument.Span) {}
 
 func (c *turnCounter) SpanEnded(s *instrument.Span) {
+	if ch := s.Chat; ch != nil && strings.HasPrefix(ch.Request.ParseError, "not decoded") {
+		c.undecoded.Add(1)
+	}
 	if s.Turn == nil {
 		return
 	}
