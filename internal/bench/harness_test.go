@@ -123,9 +123,6 @@ func TestShortRun(t *testing.T) {
 		t.Errorf("cctrace ended %d turns with end_turn on a prompt, want one per request with its body decoded: %d of %d (%d undecoded); outcomes %v",
 			got, want, sent, undecoded, f.stack.Outcomes())
 	}
-	if got := f.stack.EndedTurns(); got < int64(sent)-undecoded {
-		t.Errorf("cctrace ended %d turns with end_turn, want at least %d", got, int64(sent)-undecoded)
-	}
 	if undecoded > 0 {
 		t.Logf("%d of %d request bodies not decoded (over a memory budget)", undecoded, sent)
 	}

@@ -83,15 +83,11 @@ func (s *Stack) Outcomes() map[string]int {
 // was over one of its memory budgets (as it may be under load).
 func (s *Stack) Undecoded() int64 { return s.turns.undecoded.Load() }
 
-// EndedTurns returns how many turns ended with stop reason end_turn so far.
-func (s *Stack) EndedTurns() int64 { return s.turns.n.Load() }
-
-// turnCounter is a sink that counts turns that ended with end_turn, and requests whose body
+// turnCounter is a sink that counts turns by outcome and trigger, and requests whose body
 // cctrace did not decode because it was over a memory budget. Every benchmark request whose body
-// was decoded starts one such turn (trigger "prompt"), so the counts tell whether the pipeline
-// decoded what it forwarded.
+// was decoded starts one turn that ends with end_turn (counted as "end_turn/prompt"), so the
+// counts tell whether the pipeline decoded what it forwarded.
 type turnCounter struct {
-	n         atomic.Int64
 	undecoded atomic.Int64
 	mu        sync.Mutex
 	outcomes  map[string]int
@@ -105,9 +101,6 @@ func (c *turnCounter) SpanEnded(s *instrument.Span) {
 	}
 	if s.Turn == nil {
 		return
-	}
-	if s.Turn.Outcome == "end_turn" {
-		c.n.Add(1)
 	}
 	c.mu.Lock()
 	if c.outcomes == nil {
