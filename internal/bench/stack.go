@@ -49,8 +49,10 @@ func NewStack(upstream *url.URL) (*Stack, error) {
 	}
 	s := &Stack{tracing: ts, turns: &turnCounter{}}
 	sinks := instrument.Sinks{m, summary.New(summary.WithOutput(io.Discard)), ts, s.turns}
-	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log))
-	p, err := proxy.New(upstream, s.pipe, proxy.WithLogger(log))
+	var p *proxy.Proxy // set below, before the pipeline runs
+	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log),
+		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
+	p, err = proxy.New(upstream, s.pipe, proxy.WithLogger(log), proxy.WithAnswering(s.pipe.Wake))
 	if err != nil {
 		_ = ts.Shutdown(context.Background())
 		return nil, fmt.Errorf("creating proxy: %w", err)

@@ -39,6 +39,7 @@ func (t *responseTap) WriteHeader(code int) {
 }
 
 // Write forwards p to the client; for an event stream it then flushes and only then decodes.
+// The first byte forwarded ends the exchange's wait for its answer (Proxy.Waiting).
 func (t *responseTap) Write(p []byte) (int, error) {
 	t.wroteHeader = true
 	n, err := t.ResponseWriter.Write(p)
@@ -52,7 +53,11 @@ func (t *responseTap) Write(p []byte) (int, error) {
 				t.writeErr = ferr
 			}
 		}
+		t.x.answering()
 		d.Write(p[:n], t.x.p.cfg.now())
+	} else if n > 0 {
+		// ReverseProxy flushes other bodies as soon as this returns.
+		t.x.answering()
 	}
 	return n, err
 }

@@ -72,7 +72,7 @@ func TestResponseTapKeepsInterfaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &hijackRecorder{ResponseRecorder: httptest.NewRecorder()}
-			tap := newResponseTap(rec, &exchange{})
+			tap := newResponseTap(rec, &exchange{p: &Proxy{}})
 			if err := tt.use(tap); err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestResponseTapKeepsInterfaces(t *testing.T) {
 
 func TestResponseTapCounts(t *testing.T) {
 	rec := httptest.NewRecorder()
-	tap := newResponseTap(rec, &exchange{})
+	tap := newResponseTap(rec, &exchange{p: &Proxy{}})
 	for _, s := range []string{"event: ping\n", "data: {}\n\n"} {
 		if _, err := tap.Write([]byte(s)); err != nil {
 			t.Fatal(err)

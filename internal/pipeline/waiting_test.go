@@ -1,0 +1,77 @@
+package pipeline_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/pipeline"
+	"github.com/cctrace/cctrace/internal/wire"
+)
+
+// trackedSink says when the tracker has taken its first request: its session is new.
+type trackedSink struct{ tracked chan struct{} }
+
+func (s trackedSink) SpanStarted(*instrument.Span) {}
+func (s trackedSink) SpanEnded(*instrument.Span)   {}
+func (s trackedSink) SessionsActive(int)           { s.tracked <- struct{}{} }
+
+// TestWaitingDefersWork checks WithWaiting: queued work waits while a client waits for its
+// answer, and runs when Wake says none does, when maxWait has passed, or at once when the queue
+// holds half its budget.
+func TestWaitingDefersWork(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxWait time.Duration
+		body    int           // bytes of the request body; the queue budget is 1000
+		wake    bool          // stop waiting and Wake the pipeline after the first check
+		before  time.Duration // the span must not start before this
+	}{
+		{"held until Wake", time.Hour, 100, true, 100 * time.Millisecond},
+		{"held until maxWait", 150 * time.Millisecond, 100, false, 150 * time.Millisecond},
+		{"half the budget queued", time.Hour, 500, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var waiting atomic.Bool
+			waiting.Store(true)
+			sink := trackedSink{tracked: make(chan struct{}, 16)}
+			// No tick within the test: the tick drains the queue whatever waits.
+			p := pipeline.New(instrument.New(instrument.Sinks{sink}), pipeline.WithQueueBudget(1000),
+				pipeline.WithWaiting(waiting.Load, tc.maxWait), pipeline.WithTickInterval(time.Hour))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer func() { cancel(); <-p.Done() }()
+			go p.Run(ctx)
+
+			body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", tc.body-50) + `"}]}`
+			sent := time.Now()
+			p.RequestRead(&wire.Request{ExchangeID: 1, Time: sent, Method: "POST", Path: "/v1/messages", Endpoint: wire.EndpointMessages}, []byte(body))
+			if tc.before > 0 {
+				// Only the maxWait case has a deadline of its own; check a little before it.
+				hold := tc.before
+				if !tc.wake {
+					hold = tc.before * 2 / 3
+				}
+				select {
+				case <-sink.tracked:
+					t.Fatalf("request tracked after %v, while a client was waiting", time.Since(sent))
+				case <-time.After(hold):
+				}
+			}
+			if tc.wake {
+				waiting.Store(false)
+				p.Wake()
+			}
+			select {
+			case <-sink.tracked:
+			case <-time.After(5 * time.Second):
+				t.Fatal("request not tracked within 5s")
+			}
+			if took := time.Since(sent); took < tc.before {
+				t.Errorf("request tracked after %v, want at least %v", took, tc.before)
+			}
+		})
+	}
+}
