@@ -5,7 +5,8 @@
 // Labels come only from small sets: model (capped, see WithMaxModels), request kind, HTTP status,
 // stop reason, token type, tool name (capped, see WithMaxToolNames), outcome. Session, turn and
 // request ids never become labels; the trace id of the turn rides on counters and histograms as an
-// exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler.
+// exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler, renewed at most
+// once a second per series and bucket (WithExemplarInterval).
 //
 // Model label values are the model id as the client requested it (falling back to the id in the
 // response), case and date suffix kept, so that dashboards can tell claude-sonnet-4-5-20250929
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -115,6 +117,9 @@ type Metrics struct {
 	exemplarMu   sync.Mutex
 	lastTrace    instrument.TraceID
 	lastExemplar prometheus.Labels
+	// exemplars decides which observations carry them (WithExemplarInterval); now is its clock.
+	exemplars *exemplarGate
+	now       func() time.Time
 }
 
 var _ instrument.Sink = (*Metrics)(nil)
@@ -145,6 +150,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m := &Metrics{
 		prices:        cfg.prices,
+		exemplars:     newExemplarGate(cfg.exemplarInterval),
+		now:           cfg.now,
 		models:        newCappedLabel(cfg.maxModels),
 		tools:         newCappedLabel(cfg.maxToolNames),
 		kinds:         newCappedLabel(defaultLabelCap),
@@ -255,10 +262,15 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 		return
 	}
 	ex := m.exemplar(s.TraceID)
+	var now time.Time
+	if ex != nil {
+		now = m.now()
+	}
+	o := observer{m: m, ex: ex, now: now}
 	switch s.Kind {
 	case instrument.KindChat:
 		if s.Chat != nil {
-			m.chatEnded(s, s.Chat, ex)
+			m.chatEnded(s, s.Chat, o)
 		}
 	case instrument.KindTool:
 		name, outcome := "", ""
@@ -266,26 +278,26 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 			name, outcome = s.Tool.Name, s.Tool.Outcome
 		}
 		tool := m.tools.value(name, labelUnknown)
-		add(m.toolCalls.WithLabelValues(tool, m.toolOutcomes.value(outcome, labelUnknown)), 1, ex)
-		observeDuration(m.toolDuration.WithLabelValues(tool), s, ex)
+		o.add(m.toolCalls.WithLabelValues(tool, m.toolOutcomes.value(outcome, labelUnknown)), 1)
+		o.observeDuration(m.toolDuration.WithLabelValues(tool), toolDurationBuckets, s)
 	case instrument.KindSubagent:
 		typ := ""
 		if s.Subagent != nil {
 			typ = s.Subagent.Type
 		}
-		add(m.subagents.WithLabelValues(m.subagentTypes.value(typ, labelUnknown)), 1, ex)
+		o.add(m.subagents.WithLabelValues(m.subagentTypes.value(typ, labelUnknown)), 1)
 	case instrument.KindTurn:
 		outcome := ""
 		if s.Turn != nil {
 			outcome = s.Turn.Outcome
 		}
-		add(m.turns.WithLabelValues(m.turnOutcomes.value(outcome, labelUnknown)), 1, ex)
-		observeDuration(m.turnDuration, s, ex)
+		o.add(m.turns.WithLabelValues(m.turnOutcomes.value(outcome, labelUnknown)), 1)
+		o.observeDuration(m.turnDuration, turnDurationBuckets, s)
 	}
 }
 
 // chatEnded records one API request attempt.
-func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, ex prometheus.Labels) {
+func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) {
 	requested, served := "", ""
 	if c.Request.Body != nil {
 		requested = c.Request.Body.Model
@@ -305,33 +317,33 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, ex prometheu
 	if msg != nil {
 		stop = msg.StopReason
 	}
-	add(m.requests.WithLabelValues(model, kind, statusCode(resp), m.stopReasons.value(stop, labelNone)), 1, ex)
-	observeDuration(m.requestDuration.WithLabelValues(model, kind), s, ex)
-	observe(m.requestMsgs.WithLabelValues(kind), float64(max(c.Messages, 0)), ex)
+	o.add(m.requests.WithLabelValues(model, kind, statusCode(resp), m.stopReasons.value(stop, labelNone)), 1)
+	o.observeDuration(m.requestDuration.WithLabelValues(model, kind), durationBuckets, s)
+	o.observe(m.requestMsgs.WithLabelValues(kind), messagesBuckets, float64(max(c.Messages, 0)))
 	if resp != nil && !resp.FirstChunk.IsZero() && !resp.FirstChunk.Before(s.Start) {
-		observe(m.ttft.WithLabelValues(model), resp.FirstChunk.Sub(s.Start).Seconds(), ex)
+		o.observe(m.ttft.WithLabelValues(model), durationBuckets, resp.FirstChunk.Sub(s.Start).Seconds())
 	}
 
 	if msg != nil {
 		u := msg.Usage
-		add(m.tokens.WithLabelValues(model, tokenInput), float64(u.InputTokens), ex)
-		add(m.tokens.WithLabelValues(model, tokenOutput), float64(u.OutputTokens), ex)
-		add(m.tokens.WithLabelValues(model, tokenCacheRead), float64(u.CacheReadInputTokens), ex)
-		add(m.tokens.WithLabelValues(model, tokenCacheCreation), float64(u.CacheCreationInputTokens), ex)
+		o.add(m.tokens.WithLabelValues(model, tokenInput), float64(u.InputTokens))
+		o.add(m.tokens.WithLabelValues(model, tokenOutput), float64(u.OutputTokens))
+		o.add(m.tokens.WithLabelValues(model, tokenCacheRead), float64(u.CacheReadInputTokens))
+		o.add(m.tokens.WithLabelValues(model, tokenCacheCreation), float64(u.CacheCreationInputTokens))
 		if u.CacheCreation5m > 0 || u.CacheCreation1h > 0 {
-			add(m.cacheCreation.WithLabelValues(model, "5m"), float64(u.CacheCreation5m), ex)
-			add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h), ex)
+			o.add(m.cacheCreation.WithLabelValues(model, "5m"), float64(u.CacheCreation5m))
+			o.add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h))
 		}
-		observe(m.contextTokens.WithLabelValues(model), float64(u.TotalInput()), ex)
+		o.observe(m.contextTokens.WithLabelValues(model), contextBuckets, float64(u.TotalInput()))
 		if usd, ok := m.price(requested, served, u); ok {
-			add(m.cost.WithLabelValues(model), usd, ex)
+			o.add(m.cost.WithLabelValues(model), usd)
 		} else {
-			add(m.unpriced.WithLabelValues(model), 1, ex)
+			o.add(m.unpriced.WithLabelValues(model), 1)
 		}
 	}
 
 	if cp := c.Compaction; cp != nil {
-		add(m.compactions.WithLabelValues(m.triggers.value(cp.Trigger, labelUnknown)), 1, ex)
+		o.add(m.compactions.WithLabelValues(m.triggers.value(cp.Trigger, labelUnknown)), 1)
 	}
 	keys := make([]instrument.BlockKey, 0, len(c.NewBlocks))
 	for k, n := range c.NewBlocks {
@@ -346,7 +358,7 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, ex prometheu
 	for _, k := range keys {
 		role := m.blockRoles.value(string(k.Role), labelUnknown)
 		typ := m.blockTypes.value(string(k.Type), labelUnknown)
-		add(m.contentBlocks.WithLabelValues(role, typ), float64(c.NewBlocks[k]), ex)
+		o.add(m.contentBlocks.WithLabelValues(role, typ), float64(c.NewBlocks[k]))
 	}
 }
 
@@ -398,31 +410,41 @@ func (m *Metrics) exemplar(t instrument.TraceID) prometheus.Labels {
 	return m.lastExemplar
 }
 
-// add adds v with exemplar ex; negative values (which a counter rejects) are dropped.
-func add(c prometheus.Counter, v float64, ex prometheus.Labels) {
+// observer records one span's observations, with its trace's exemplar labels where the gate
+// admits them.
+type observer struct {
+	m   *Metrics
+	ex  prometheus.Labels // nil: no trace id, no exemplar
+	now time.Time
+}
+
+// add adds v, with the exemplar if the gate admits it; negative values (which a counter rejects)
+// are dropped.
+func (o observer) add(c prometheus.Counter, v float64) {
 	if v < 0 {
 		return
 	}
-	if ea, ok := c.(prometheus.ExemplarAdder); ok && ex != nil {
-		ea.AddWithExemplar(v, ex)
+	if ea, ok := c.(prometheus.ExemplarAdder); ok && o.ex != nil && o.m.exemplars.admit(c, -1, o.now) {
+		ea.AddWithExemplar(v, o.ex)
 		return
 	}
 	c.Add(v)
 }
 
-// observe records v with exemplar ex.
-func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
-	if eo, ok := o.(prometheus.ExemplarObserver); ok && ex != nil {
-		eo.ObserveWithExemplar(v, ex)
+// observe records v in a histogram with upper bounds buckets, with the exemplar if the gate
+// admits it for v's bucket.
+func (o observer) observe(h prometheus.Observer, buckets []float64, v float64) {
+	if eo, ok := h.(prometheus.ExemplarObserver); ok && o.ex != nil && o.m.exemplars.admit(h, bucketOf(buckets, v), o.now) {
+		eo.ObserveWithExemplar(v, o.ex)
 		return
 	}
-	o.Observe(v)
+	h.Observe(v)
 }
 
 // observeDuration records the span's duration, unless its clock went backwards or it never ended.
-func observeDuration(o prometheus.Observer, s *instrument.Span, ex prometheus.Labels) {
+func (o observer) observeDuration(h prometheus.Observer, buckets []float64, s *instrument.Span) {
 	if s.End.IsZero() || s.End.Before(s.Start) {
 		return
 	}
-	observe(o, s.End.Sub(s.Start).Seconds(), ex)
+	o.observe(h, buckets, s.End.Sub(s.Start).Seconds())
 }

@@ -1,20 +1,26 @@
 package metrics
 
+import "time"
+
 // Option configures New.
 type Option func(*config)
 
 // config holds New's settings; defaultConfig states every default.
 type config struct {
-	prices       *Prices
-	maxToolNames int
-	maxModels    int
+	prices           *Prices
+	maxToolNames     int
+	maxModels        int
+	exemplarInterval time.Duration
+	now              func() time.Time // the exemplar gate's clock; tests set it
 }
 
 func defaultConfig() config {
 	return config{
-		prices:       DefaultPrices(),
-		maxToolNames: 100,
-		maxModels:    50,
+		prices:           DefaultPrices(),
+		maxToolNames:     100,
+		maxModels:        50,
+		exemplarInterval: DefaultExemplarInterval,
+		now:              time.Now,
 	}
 }
 
@@ -38,4 +44,13 @@ func WithMaxToolNames(n int) Option {
 // is 50; n must be at least 1.
 func WithMaxModels(n int) Option {
 	return func(c *config) { c.maxModels = n }
+}
+
+// WithExemplarInterval sets the least time between two exemplars (the trace id of the span
+// observed) of one series, or of one bucket of a histogram's series: observations in between
+// are counted without one. Only the last exemplar of each is kept and scraped, so a shorter
+// interval only costs CPU; zero or less gives every observation its exemplar. The default is
+// DefaultExemplarInterval (1 s).
+func WithExemplarInterval(d time.Duration) Option {
+	return func(c *config) { c.exemplarInterval = d }
 }
