@@ -122,9 +122,10 @@ func New(tr *instrument.Tracker, opts ...Option) *Pipeline {
 		tick:      time.Second,
 		budget:    DefaultQueueBudget,
 		endpoints: make(map[uint64]wire.Endpoint),
-		bodies:    wire.NewBodyCache(0),
-		wake:      make(chan struct{}, 1),
-		done:      make(chan struct{}),
+		// The tracker is done with a body's messages before the next body is decoded.
+		bodies: wire.NewBodyCache(0, wire.ReuseMessages()),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(p)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/cctrace/cctrace/instrument"
@@ -125,6 +126,11 @@ func TestRecycledBodiesStayDecoded(t *testing.T) {
 		p.RequestRead(&req, reqBuf)
 		p.ResponseDone(&resp, respBuf)
 		p.Flush()
+		if req.Body != nil {
+			// The pipeline's BodyCache decodes the next body's messages into the same array
+			// (wire.ReuseMessages): keep these, still pointing wherever they point.
+			req.Body.Messages = slices.Clone(req.Body.Messages)
+		}
 
 		creq := rb.req
 		cached[i] = &creq

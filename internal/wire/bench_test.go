@@ -89,7 +89,7 @@ func BenchmarkBodyCache(b *testing.B) {
 		body := claudeCodeBody(size)
 		at := bytes.LastIndex(body, []byte("Plan mode is active"))
 		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
-			c := NewBodyCache(0)
+			c := NewBodyCache(0, ReuseMessages())                   // as the pipeline's
 			if _, err := c.Parse("session", body, ""); err != nil { // the previous request
 				b.Fatal(err)
 			}

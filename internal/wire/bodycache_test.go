@@ -39,7 +39,17 @@ func TestBodyCacheRecorded(t *testing.T) {
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no recordings: %v", err)
 	}
+	for _, reuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reuse=%v", reuse), func(t *testing.T) { bodyCacheRecorded(t, dirs, reuse) })
+	}
+}
+
+// bodyCacheRecorded is TestBodyCacheRecorded with or without ReuseMessages.
+func bodyCacheRecorded(t *testing.T, dirs []string, reuse bool) {
 	c := NewBodyCache(0)
+	if reuse {
+		c = NewBodyCache(0, ReuseMessages())
+	}
 	requests := 0
 	for _, first := range dirs {
 		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(first), "[0-9][0-9][0-9].json"))
@@ -152,13 +162,19 @@ func TestBodyCacheConversation(t *testing.T) {
 		name        string
 		systemFirst bool
 		lastCC      int
+		reuse       bool
 	}{
-		{"claude code order", false, 1},
-		{"system first", true, 1},
-		{"two cache markers", false, 2},
+		{"claude code order", false, 1, false},
+		{"system first", true, 1, false},
+		{"two cache markers", false, 2, false},
+		{"claude code order, messages reused", false, 1, true},
+		{"two cache markers, messages reused", false, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewBodyCache(0)
+			if tc.reuse {
+				c = NewBodyCache(0, ReuseMessages())
+			}
 			cv := &conversation{systemFirst: tc.systemFirst, lastCC: tc.lastCC}
 			cv.add("user", text("<system-reminder>\nCLAUDE.md says hi\n</system-reminder>"), text("Fix the retry loop"))
 			if parseBoth(t, c, "s", cv.body(t), "") {
@@ -326,10 +342,41 @@ func FuzzBodyCache(f *testing.F) {
 	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`))
 	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint, tail []byte) {
-		c := NewBodyCache(0)
-		parseBoth(t, c, "k", a, "")
 		b := append(bytes.Clone(a[:int(cut%uint(len(a)+1))]), tail...)
-		parseBoth(t, c, "k", b, "")
-		parseBoth(t, c, "k", a, "")
+		for _, c := range []*BodyCache{NewBodyCache(0), NewBodyCache(0, ReuseMessages())} {
+			parseBoth(t, c, "k", a, "")
+			parseBoth(t, c, "k", b, "")
+			parseBoth(t, c, "k", a, "")
+		}
 	})
+}
+
+// TestBodyCacheReuseMessages checks that with ReuseMessages the next body's messages are
+// decoded into the array of the last one's, and that without it every body has its own.
+func TestBodyCacheReuseMessages(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		c := NewBodyCache(0)
+		if reuse {
+			c = NewBodyCache(0, ReuseMessages())
+		}
+		cv := &conversation{}
+		cv.add("user", text("Fix the retry loop"))
+		var last *Message
+		for i := range 6 {
+			cv.add("assistant", text(fmt.Sprintf("step %d", i)), toolUse(fmt.Sprintf("t%d", i), "Read"))
+			cv.add("user", toolResult(fmt.Sprintf("t%d", i), "package main", false))
+			b, err := c.Parse("s", cv.body(t), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := &b.Messages[0]
+			if i > 1 && (first == last) != reuse {
+				t.Errorf("reuse %v, request %d: messages in the last body's array: %v", reuse, i, first == last)
+			}
+			last = first
+		}
+		if resumed, _ := c.Stats(); resumed == 0 {
+			t.Errorf("reuse %v: nothing resumed", reuse)
+		}
+	}
 }
