@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // Markers Claude Code puts in request text.
@@ -82,7 +82,7 @@ type bodyParser struct {
 	startsFrom int
 	// hist hashes the messages array from its start up to histPos: the history hash and the
 	// checkpoints' hashes come from one pass.
-	hist    xxhash.Digest
+	hist    xxh3.Hasher
 	histPos int
 	// checks are where a later body of the conversation can be resumed, set at the end of the
 	// messages array. known are checkpoints of the entry a resumed parse started from, up to the
@@ -182,7 +182,7 @@ func (p *bodyParser) messagesEnd(ok bool) {
 		return
 	}
 	if !p.track {
-		p.out.HistoryHash = xxhash.Sum64(p.r.b[p.messagesStart:p.r.i])
+		p.out.HistoryHash = xxh3.Hash(p.r.b[p.messagesStart:p.r.i])
 		return
 	}
 	p.checks = p.checks[:0]

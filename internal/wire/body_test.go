@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 func readFixture(t testing.TB, name string) []byte {
@@ -33,7 +33,7 @@ func rawMessagesHash(t *testing.T, body []byte) uint64 {
 	if err := json.Unmarshal(body, &top); err != nil {
 		t.Fatal(err)
 	}
-	return xxhash.Sum64(top.Messages)
+	return xxh3.Hash(top.Messages)
 }
 
 func TestParseBodyFixtures(t *testing.T) {

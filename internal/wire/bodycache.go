@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // checkpointRing is how many of the last messages of a body a BodyCache can resume at, plus one:
@@ -201,14 +201,14 @@ func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
 // find looks for a remembered body of key that b begins like, and returns its list element, the
 // furthest checkpoint at which b is known to be the same, and the hash state of b's messages
 // array up to it. elem is nil when there is none.
-func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkpoint, digest xxhash.Digest) {
+func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkpoint, digest xxh3.Hasher) {
 	for _, el := range c.byKey[key] {
 		e := el.Value.(*bodyEntry)
 		ms := e.messagesStart
-		if len(b) <= e.checks[0].off || xxhash.Sum64(b[ms:ms+e.quickLen]) != e.quick || xxhash.Sum64(b[:ms]) != e.headHash {
+		if len(b) <= e.checks[0].off || xxh3.Hash(b[ms:ms+e.quickLen]) != e.quick || xxh3.Hash(b[:ms]) != e.headHash {
 			continue
 		}
-		d := xxhash.New()
+		d := xxh3.New()
 		pos, found := ms, false
 		for _, ck := range e.checks {
 			if ck.off >= len(b) {
@@ -229,7 +229,7 @@ func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkp
 }
 
 // resume sets the parser to the state it would have at check after decoding b from its start.
-func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxhash.Digest) {
+func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher) {
 	b := p.r.b
 	rebase := func(s span) []byte {
 		if !s.ok {
@@ -335,10 +335,10 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	e.head.Messages = nil
 	e.head.Tools.Names = slices.Clone(p.head.Tools.Names)
 	e.messagesStart = p.messagesStart
-	e.headHash = xxhash.Sum64(b[:p.messagesStart])
+	e.headHash = xxh3.Hash(b[:p.messagesStart])
 	e.checks = checks
 	e.quickLen = min(quickCheckLen, checks[0].off-p.messagesStart)
-	e.quick = xxhash.Sum64(b[p.messagesStart : p.messagesStart+e.quickLen])
+	e.quick = xxh3.Hash(b[p.messagesStart : p.messagesStart+e.quickLen])
 	c.messages += len(e.messages)
 
 	if from != nil {
