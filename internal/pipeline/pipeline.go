@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
@@ -48,6 +49,10 @@ type Pipeline struct {
 	// the batch being handled take turns with two arrays instead of a new one per batch. Only
 	// the pipeline goroutine touches it.
 	spare []event
+
+	// deferring is set while Run puts its work off for a waiting client (see WithWaiting):
+	// pushing more then wakes it only when the queue needs draining at once.
+	deferring atomic.Bool
 
 	mu      sync.Mutex
 	queue   []event
@@ -158,7 +163,13 @@ func (p *Pipeline) push(ev event) {
 	}
 	p.queued += len(ev.body)
 	p.queue = append(p.queue, ev)
+	urgent := p.queued >= p.budget/2
 	p.mu.Unlock()
+	if !urgent && p.deferring.Load() {
+		// Run drains this with the rest when it stops deferring; it takes the queue only
+		// after it has cleared the flag.
+		return
+	}
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -188,6 +199,7 @@ func (p *Pipeline) Run(ctx context.Context) {
 		if deadline != nil {
 			deferred.Stop()
 			deadline = nil
+			p.deferring.Store(false)
 		}
 		p.drain()
 	}
@@ -208,9 +220,11 @@ func (p *Pipeline) Run(ctx context.Context) {
 					deferred.Reset(p.maxWait)
 				}
 				deadline = deferred.C
+				p.deferring.Store(true)
 			}
 		case <-deadline:
 			deadline = nil
+			p.deferring.Store(false)
 			p.drain()
 		case <-ticker.C:
 			drain()
