@@ -88,6 +88,10 @@ type bodyParser struct {
 	// messages array. known are checkpoints of the entry a resumed parse started from, up to the
 	// one it resumed at: their hashes hold for this body too.
 	checks, known []checkpoint
+	// tailStart is where the request object's members after the messages array begin, and
+	// tailCB the cache breakpoints counted before them: what a BodyCache needs to reuse their
+	// decoding when a later body ends with the same bytes.
+	tailStart, tailCB int
 }
 
 // msgStart is the decoder's position at the start of one message.
@@ -185,6 +189,7 @@ func (p *bodyParser) messagesEnd(ok bool) {
 		p.out.HistoryHash = xxh3.Hash(p.r.b[p.messagesStart:p.r.i])
 		return
 	}
+	p.tailStart, p.tailCB = p.r.i, p.out.CacheBreakpoints
 	p.checks = p.checks[:0]
 	n := len(p.out.Messages)
 	for k := max(1, n-(checkpointRing-1), p.startsFrom); k < n; k++ {

@@ -32,7 +32,9 @@ const DefaultBodyCacheMessages = 32 << 10
 // latest body began, a hash of the bytes before each of those points, and what the decoder had
 // decoded at each of them: decoded messages and offsets, never the raw bytes. A new body whose
 // start hashes the same is decoded from that point on; hashing runs at memory speed, decoding
-// does not. Anything else is decoded whole.
+// does not. When the members after the messages array (Claude Code's system prompt and tool
+// schemas, tens of KB) hash the same as the last body's too, what they decoded to is reused.
+// Anything else is decoded whole.
 //
 // Memory is bounded by the number of decoded messages kept over all conversations; the least
 // recently used are dropped first. A BodyCache is not safe for concurrent use.
@@ -72,6 +74,14 @@ type bodyEntry struct {
 	messages []Message
 	texts    []textSpans
 	results  []span
+	// tail is the request's fields as the members after the messages array left them (Messages
+	// nil, before ParseBody's finishing touches), tailLen and tailHash those members' bytes (to
+	// the body's end), tailCB the cache breakpoints they count. Claude Code sends its system
+	// prompt and tool schemas there, tens of KB that are the same from one request to the next.
+	tail     Body
+	tailLen  int
+	tailHash uint64
+	tailCB   int
 }
 
 // checkpoint is one place a later body can be resumed at: the start of message k.
@@ -159,7 +169,7 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	if elem != nil {
 		c.hits++
 		p.resume(elem.Value.(*bodyEntry), check, digest)
-		ok = p.resumeParse()
+		ok = p.resumeParse(elem.Value.(*bodyEntry))
 	} else {
 		c.misses++
 		ok = p.parse()
@@ -276,10 +286,25 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher) 
 }
 
 // resumeParse decodes the rest of the body after resume: the remaining messages, then the
-// remaining members of the request object.
-func (p *bodyParser) resumeParse() bool {
-	p.messagesEnd(p.r.elements(p.message))
-	return p.r.objectRest(p.member)
+// remaining members of the request object, unless their bytes are e's (then so is what they
+// decode to).
+func (p *bodyParser) resumeParse(e *bodyEntry) bool {
+	if !p.r.elements(p.message) {
+		return false
+	}
+	p.messagesEnd(true)
+	b := p.r.b
+	if rest := b[p.r.i:]; len(rest) != e.tailLen || xxh3.Hash(rest) != e.tailHash {
+		return p.r.objectRest(p.member)
+	}
+	msgs, cb, history := p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash
+	*p.out = e.tail
+	p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash = msgs, cb+e.tailCB, history
+	p.out.Tools.Names = slices.Clone(e.tail.Tools.Names)
+	// The request object's closing brace and what follows it were among those bytes.
+	p.r.i = len(b)
+	p.r.depth--
+	return true
 }
 
 // store remembers the body p decoded (before p.finish) under key, in place of the entry it was
@@ -339,6 +364,12 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	e.checks = checks
 	e.quickLen = min(quickCheckLen, checks[0].off-p.messagesStart)
 	e.quick = xxh3.Hash(b[p.messagesStart : p.messagesStart+e.quickLen])
+	e.tail = *p.out
+	e.tail.Messages = nil
+	e.tail.Tools.Names = slices.Clone(p.out.Tools.Names)
+	e.tailLen = len(b) - p.tailStart
+	e.tailHash = xxh3.Hash(b[p.tailStart:])
+	e.tailCB = p.out.CacheBreakpoints - p.tailCB
 	c.messages += len(e.messages)
 
 	if from != nil {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -88,6 +89,8 @@ type conversation struct {
 	msgs        []map[string]any
 	systemFirst bool // put system and tools before messages
 	lastCC      int  // how many of the last messages carry cache_control (Claude Code: 1)
+	maxTokens   int  // max_tokens; 0: 32000
+	moreTools   bool // one more tool, with a cache_control marker
 }
 
 func (cv *conversation) add(role string, blocks ...map[string]any) {
@@ -125,6 +128,9 @@ func (cv *conversation) body(t testing.TB) []byte {
 	}
 	system := []map[string]any{text("x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=cli;"), text("You are Claude Code.")}
 	tools := []map[string]any{{"name": "Read", "input_schema": map[string]any{"type": "object"}}, {"name": "Agent", "defer_loading": true, "cache_control": map[string]any{"type": "ephemeral"}}}
+	if cv.moreTools {
+		tools = append(tools, map[string]any{"name": "mcp__github__search", "cache_control": map[string]any{"type": "ephemeral"}})
+	}
 	var b bytes.Buffer
 	enc := func(k string, v any) {
 		if b.Len() > 1 {
@@ -151,7 +157,7 @@ func (cv *conversation) body(t testing.TB) []byte {
 		enc("tools", tools)
 	}
 	enc("metadata", map[string]any{"user_id": `{"session_id":"s-1"}`})
-	enc("max_tokens", 32000)
+	enc("max_tokens", cmp.Or(cv.maxTokens, 32000))
 	enc("stream", true)
 	b.WriteByte('}')
 	return b.Bytes()
@@ -377,6 +383,32 @@ func TestBodyCacheReuseMessages(t *testing.T) {
 		}
 		if resumed, _ := c.Stats(); resumed == 0 {
 			t.Errorf("reuse %v: nothing resumed", reuse)
+		}
+	}
+}
+
+// TestBodyCacheTail checks the members after the messages array (system prompt, tools,
+// metadata, max_tokens, …), which a resumed decode takes from the last body when their bytes are
+// the same: each body of a conversation whose tail changes, changes back or stays, with messages
+// added in between, decodes as ParseBody decodes it.
+func TestBodyCacheTail(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		c := NewBodyCache(0)
+		if reuse {
+			c = NewBodyCache(0, ReuseMessages())
+		}
+		cv := &conversation{}
+		cv.add("user", text("Fix the retry loop"))
+		for i, step := range []struct {
+			maxTokens int
+			moreTools bool
+		}{{0, false}, {0, false}, {64000, false}, {64000, false}, {64000, true}, {64000, true}, {0, false}, {0, true}} {
+			cv.maxTokens, cv.moreTools = step.maxTokens, step.moreTools
+			cv.add("assistant", text(fmt.Sprintf("step %d", i)), toolUse(fmt.Sprintf("t%d", i), "Read"))
+			cv.add("user", toolResult(fmt.Sprintf("t%d", i), "package main", false))
+			if resumed := parseBoth(t, c, "s", cv.body(t), ""); !resumed && i > 0 {
+				t.Errorf("reuse %v, request %d: not resumed", reuse, i)
+			}
 		}
 	}
 }
