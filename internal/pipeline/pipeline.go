@@ -91,8 +91,9 @@ func WithIdle(f func()) Option { return func(p *Pipeline) { p.idle = f } }
 // WithWaiting defers the pipeline's work while waiting reports that some client is waiting for
 // its answer to begin (proxy.Proxy.Waiting > 0): decoding and tracking then run as soon as
 // waiting turns false, which Wake must be called to say (proxy.WithAnswering), at most maxWait
-// after the first event that was deferred, or at once when the queued bodies reach half the
-// queue budget. On two cores shared with the client and the upstream, a request decoded while
+// after the first event that was deferred, or at once when the queued bodies reach a quarter
+// of the queue budget (a burst of large bodies must not fill the queue while it waits: bodies
+// over the budget are not decoded). On two cores shared with the client and the upstream, a request decoded while
 // its own answer is on the way, or a response tracked while the next request goes out, takes
 // CPU from the forwarding of exactly the bytes the client is waiting for (issue 6). Nothing is
 // lost by waiting: every time the tracker records was taken when the proxy saw it. Default: no
@@ -163,7 +164,7 @@ func (p *Pipeline) push(ev event) {
 	}
 	p.queued += len(ev.body)
 	p.queue = append(p.queue, ev)
-	urgent := p.queued >= p.budget/2
+	urgent := p.queued >= p.deferLimit()
 	p.mu.Unlock()
 	if !urgent && p.deferring.Load() {
 		// Run drains this with the rest when it stops deferring; it takes the queue only
@@ -238,7 +239,7 @@ func (p *Pipeline) Run(ctx context.Context) {
 }
 
 // holdBack reports whether the work queued should wait for clients waiting for their answers
-// (see WithWaiting): some are, and the queue holds less than half its budget.
+// (see WithWaiting): some are, and the queue holds less than deferLimit.
 func (p *Pipeline) holdBack() bool {
 	if p.waiting == nil || !p.waiting() {
 		return false
@@ -246,8 +247,11 @@ func (p *Pipeline) holdBack() bool {
 	p.mu.Lock()
 	queued := p.queued
 	p.mu.Unlock()
-	return queued < p.budget/2
+	return queued < p.deferLimit()
 }
+
+// deferLimit is how many body bytes may wait in the queue for a waiting client (WithWaiting).
+func (p *Pipeline) deferLimit() int { return p.budget / 4 }
 
 // Done is closed when Run has returned.
 func (p *Pipeline) Done() <-chan struct{} { return p.done }

@@ -22,7 +22,7 @@ func (s trackedSink) SessionsActive(int)           { s.tracked <- struct{}{} }
 
 // TestWaitingDefersWork checks WithWaiting: queued work waits while a client waits for its
 // answer, and runs when Wake says none does, when maxWait has passed, or at once when the queue
-// holds half its budget.
+// holds a quarter of its budget.
 func TestWaitingDefersWork(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -33,7 +33,7 @@ func TestWaitingDefersWork(t *testing.T) {
 	}{
 		{"held until Wake", time.Hour, 100, true, 100 * time.Millisecond},
 		{"held until maxWait", 150 * time.Millisecond, 100, false, 150 * time.Millisecond},
-		{"half the budget queued", time.Hour, 500, false, 0},
+		{"a quarter of the budget queued", time.Hour, 300, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var waiting atomic.Bool
