@@ -93,11 +93,11 @@ func WithIdle(f func()) Option { return func(p *Pipeline) { p.idle = f } }
 // waiting turns false, which Wake must be called to say (proxy.WithAnswering), at most maxWait
 // after the first event that was deferred, or at once when the queued bodies reach a quarter
 // of the queue budget (a burst of large bodies must not fill the queue while it waits: bodies
-// over the budget are not decoded). On two cores shared with the client and the upstream, a request decoded while
-// its own answer is on the way, or a response tracked while the next request goes out, takes
-// CPU from the forwarding of exactly the bytes the client is waiting for (issue 6). Nothing is
-// lost by waiting: every time the tracker records was taken when the proxy saw it. Default: no
-// deferring.
+// over the budget are not decoded). On two cores shared with the client and the upstream, a
+// request decoded while its own answer is on the way, or a response tracked while the next
+// request goes out, takes CPU from the forwarding of exactly the bytes the client is waiting
+// for (issue 6). Nothing is lost by waiting: every time the tracker records was taken when the
+// proxy saw it. Default: no deferring.
 func WithWaiting(waiting func() bool, maxWait time.Duration) Option {
 	return func(p *Pipeline) { p.waiting, p.maxWait = waiting, maxWait }
 }
