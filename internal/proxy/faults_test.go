@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -17,12 +15,7 @@ import (
 // next request on the same kept-alive connection panicked the server, or the whole process.
 func TestUnreadBodyKeepsConnectionUsable(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	ln.Close()
+	dead := deadUpstream(t)
 
 	early := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Read") == "" {

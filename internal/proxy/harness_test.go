@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -176,6 +177,21 @@ func startUpstream(t *testing.T, h http.Handler) string {
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
 	return up.URL
+}
+
+// deadUpstream returns an http URL on 127.0.0.1 where nothing listens (a port that was free a
+// moment ago): an upstream that cannot be reached.
+func deadUpstream(t *testing.T) *url.URL {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &url.URL{Scheme: "http", Host: addr}
 }
 
 // newHarness starts upstream and a proxy in front of it.

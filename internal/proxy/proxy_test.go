@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -305,15 +304,7 @@ func gzipBytes(t *testing.T, b []byte) []byte {
 }
 
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarnessTo(t, &url.URL{Scheme: "http", Host: addr})
+	h := newHarnessTo(t, deadUpstream(t))
 
 	reqBody := `{"model":"claude-sonnet-4-6","messages":[]}`
 	req, _ := http.NewRequest(http.MethodPost, h.proxyURL+"/v1/messages?beta=true", strings.NewReader(reqBody))

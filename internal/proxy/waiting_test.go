@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,16 +118,8 @@ func TestWaiting(t *testing.T) {
 // TestWaitingEndsWithoutAnswer checks that an exchange with no body forwarded (the upstream
 // unreachable, answered 502 by the proxy) stops counting in Waiting too.
 func TestWaitingEndsWithoutAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
 	ans := newAnswerings()
-	h := newHarnessTo(t, &url.URL{Scheme: "http", Host: addr}, WithAnswering(ans.answering))
+	h := newHarnessTo(t, deadUpstream(t), WithAnswering(ans.answering))
 	res, err := h.client.Post(h.proxyURL+"/v1/messages", "application/json", strings.NewReader(`{"messages":[]}`))
 	if err != nil {
 		t.Fatal(err)

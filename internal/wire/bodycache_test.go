@@ -14,6 +14,14 @@ import (
 	"testing"
 )
 
+// newBodyCache returns a BodyCache with the default bound, with ReuseMessages or without.
+func newBodyCache(reuse bool) *BodyCache {
+	if reuse {
+		return NewBodyCache(0, ReuseMessages())
+	}
+	return NewBodyCache(0)
+}
+
 // parseBoth decodes body with the cache and with ParseBody and fails unless both give the same
 // result (or the same error). It reports whether the cache resumed an earlier body.
 func parseBoth(t testing.TB, c *BodyCache, key string, body []byte, encoding string) bool {
@@ -47,10 +55,7 @@ func TestBodyCacheRecorded(t *testing.T) {
 
 // bodyCacheRecorded is TestBodyCacheRecorded with or without ReuseMessages.
 func bodyCacheRecorded(t *testing.T, dirs []string, reuse bool) {
-	c := NewBodyCache(0)
-	if reuse {
-		c = NewBodyCache(0, ReuseMessages())
-	}
+	c := newBodyCache(reuse)
 	requests := 0
 	for _, first := range dirs {
 		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(first), "[0-9][0-9][0-9].json"))
@@ -177,10 +182,7 @@ func TestBodyCacheConversation(t *testing.T) {
 		{"two cache markers, messages reused", false, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewBodyCache(0)
-			if tc.reuse {
-				c = NewBodyCache(0, ReuseMessages())
-			}
+			c := newBodyCache(tc.reuse)
 			cv := &conversation{systemFirst: tc.systemFirst, lastCC: tc.lastCC}
 			cv.add("user", text("<system-reminder>\nCLAUDE.md says hi\n</system-reminder>"), text("Fix the retry loop"))
 			if parseBoth(t, c, "s", cv.body(t), "") {
@@ -361,10 +363,7 @@ func FuzzBodyCache(f *testing.F) {
 // decoded into the array of the last one's, and that without it every body has its own.
 func TestBodyCacheReuseMessages(t *testing.T) {
 	for _, reuse := range []bool{false, true} {
-		c := NewBodyCache(0)
-		if reuse {
-			c = NewBodyCache(0, ReuseMessages())
-		}
+		c := newBodyCache(reuse)
 		cv := &conversation{}
 		cv.add("user", text("Fix the retry loop"))
 		var last *Message
@@ -393,10 +392,7 @@ func TestBodyCacheReuseMessages(t *testing.T) {
 // added in between, decodes as ParseBody decodes it.
 func TestBodyCacheTail(t *testing.T) {
 	for _, reuse := range []bool{false, true} {
-		c := NewBodyCache(0)
-		if reuse {
-			c = NewBodyCache(0, ReuseMessages())
-		}
+		c := newBodyCache(reuse)
 		cv := &conversation{}
 		cv.add("user", text("Fix the retry loop"))
 		for i, step := range []struct {
