@@ -266,7 +266,7 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 	if ex != nil {
 		now = m.now()
 	}
-	o := observer{m: m, ex: ex, now: now}
+	o := observer{gate: m.exemplars, ex: ex, now: now}
 	switch s.Kind {
 	case instrument.KindChat:
 		if s.Chat != nil {
@@ -413,9 +413,9 @@ func (m *Metrics) exemplar(t instrument.TraceID) prometheus.Labels {
 // observer records one span's observations, with its trace's exemplar labels where the gate
 // admits them.
 type observer struct {
-	m   *Metrics
-	ex  prometheus.Labels // nil: no trace id, no exemplar
-	now time.Time
+	gate *exemplarGate
+	ex   prometheus.Labels // nil: no trace id, no exemplar
+	now  time.Time
 }
 
 // add adds v, with the exemplar if the gate admits it; negative values (which a counter rejects)
@@ -424,7 +424,7 @@ func (o observer) add(c prometheus.Counter, v float64) {
 	if v < 0 {
 		return
 	}
-	if ea, ok := c.(prometheus.ExemplarAdder); ok && o.ex != nil && o.m.exemplars.admit(c, -1, o.now) {
+	if ea, ok := c.(prometheus.ExemplarAdder); ok && o.ex != nil && o.gate.admit(c, -1, o.now) {
 		ea.AddWithExemplar(v, o.ex)
 		return
 	}
@@ -434,7 +434,7 @@ func (o observer) add(c prometheus.Counter, v float64) {
 // observe records v in a histogram with upper bounds buckets, with the exemplar if the gate
 // admits it for v's bucket.
 func (o observer) observe(h prometheus.Observer, buckets []float64, v float64) {
-	if eo, ok := h.(prometheus.ExemplarObserver); ok && o.ex != nil && o.m.exemplars.admit(h, bucketOf(buckets, v), o.now) {
+	if eo, ok := h.(prometheus.ExemplarObserver); ok && o.ex != nil && o.gate.admit(h, bucketOf(buckets, v), o.now) {
 		eo.ObserveWithExemplar(v, o.ex)
 		return
 	}

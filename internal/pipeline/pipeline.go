@@ -171,14 +171,11 @@ func (p *Pipeline) push(ev event) {
 		// after it has cleared the flag.
 		return
 	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.Wake()
 }
 
-// Wake tells the pipeline that the waiting function of WithWaiting may have turned false. It
-// never blocks.
+// Wake tells the pipeline that the waiting function of WithWaiting may have turned false (push
+// also calls it for each event it queues). It never blocks.
 func (p *Pipeline) Wake() {
 	select {
 	case p.wake <- struct{}{}:
@@ -224,9 +221,7 @@ func (p *Pipeline) Run(ctx context.Context) {
 				p.deferring.Store(true)
 			}
 		case <-deadline:
-			deadline = nil
-			p.deferring.Store(false)
-			p.drain()
+			drain()
 		case <-ticker.C:
 			drain()
 			p.tracker.Tick(p.now())

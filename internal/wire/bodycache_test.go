@@ -351,7 +351,7 @@ func FuzzBodyCache(f *testing.F) {
 	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint, tail []byte) {
 		b := append(bytes.Clone(a[:int(cut%uint(len(a)+1))]), tail...)
-		for _, c := range []*BodyCache{NewBodyCache(0), NewBodyCache(0, ReuseMessages())} {
+		for _, c := range []*BodyCache{newBodyCache(false), newBodyCache(true)} {
 			parseBoth(t, c, "k", a, "")
 			parseBoth(t, c, "k", b, "")
 			parseBoth(t, c, "k", a, "")
