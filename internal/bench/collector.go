@@ -6,11 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+
+	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // Collector is an OTLP gRPC trace receiver that counts spans and drops them: the "no-op
@@ -31,7 +32,7 @@ type ServiceSpans struct {
 	Spans int64
 	// Chat counts chat spans, one per request; Undecoded those whose request body cctrace did
 	// not decode because it was over one of its memory budgets (cctrace.request.parse_error
-	// "not decoded: …").
+	// wire.NotDecoded).
 	Chat, Undecoded int64
 }
 
@@ -76,7 +77,7 @@ func (c *Collector) Export(_ context.Context, req *coltracepb.ExportTraceService
 							count.Chat++
 						}
 					case "cctrace.request.parse_error":
-						if strings.HasPrefix(kv.GetValue().GetStringValue(), "not decoded") {
+						if wire.IsNotDecoded(kv.GetValue().GetStringValue()) {
 							count.Undecoded++
 						}
 					}

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/tracing"
+	"github.com/cctrace/cctrace/internal/wire"
 	"github.com/cctrace/cctrace/metrics"
 )
 
@@ -98,7 +98,7 @@ type turnCounter struct {
 func (c *turnCounter) SpanStarted(*instrument.Span) {}
 
 func (c *turnCounter) SpanEnded(s *instrument.Span) {
-	if ch := s.Chat; ch != nil && strings.HasPrefix(ch.Request.ParseError, "not decoded") {
+	if ch := s.Chat; ch != nil && wire.IsNotDecoded(ch.Request.ParseError) {
 		c.undecoded.Add(1)
 	}
 	if s.Turn == nil {

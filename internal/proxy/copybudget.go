@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // copyBudget bounds the bytes of body copies a Proxy is making at once (see WithCopyBudget).
@@ -85,5 +87,5 @@ type copyRefused struct {
 }
 
 func (e *copyRefused) Error() string {
-	return fmt.Sprintf("not decoded: cctrace was already copying %d bytes of other bodies (copy budget of %d bytes)", e.others, e.budget)
+	return fmt.Sprintf(wire.NotDecoded+"cctrace was already copying %d bytes of other bodies (copy budget of %d bytes)", e.others, e.budget)
 }

@@ -9,6 +9,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -66,6 +67,15 @@ type Request struct {
 	Body       *Body
 	ParseError string
 }
+
+// NotDecoded starts the ParseError of a request or response whose body cctrace forwarded but did
+// not decode because one of its memory budgets was full (the proxy's copy budget, the pipeline's
+// decode queue): load shed, not a malformed body. IsNotDecoded tells such errors apart.
+const NotDecoded = "not decoded: "
+
+// IsNotDecoded reports whether parseError (Request.ParseError or Response.ParseError) says the
+// body was not decoded because of a memory budget (see NotDecoded).
+func IsNotDecoded(parseError string) bool { return strings.HasPrefix(parseError, NotDecoded) }
 
 // Body is the part of a Messages API request body that the tracker and sinks use.
 // The zero value is a request with no messages.
