@@ -3,10 +3,10 @@
 // versioned price table (prices.json; see LoadPrices for the format of an override).
 //
 // Labels come only from small sets: model (capped, see WithMaxModels), request kind, HTTP status,
-// stop reason, token type, tool name (capped, see WithMaxToolNames), outcome. Session, turn and
-// request ids never become labels; the trace id of the turn rides on counters and histograms as an
-// exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler, renewed at most
-// once a second per series and bucket (WithExemplarInterval).
+// stop reason, token type, tool name (capped, see WithMaxToolNames), outcome, body (request or
+// response). Session, turn and request ids never become labels; the trace id of the turn rides on
+// counters and histograms as an exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics
+// scrape of Handler, renewed at most once a second per series and bucket (WithExemplarInterval).
 //
 // Model label values are the model id as the client requested it (falling back to the id in the
 // response), case and date suffix kept, so that dashboards can tell claude-sonnet-4-5-20250929
@@ -50,6 +50,7 @@ const (
 	nameToolDuration    = "cctrace_tool_duration_seconds"
 	nameSubagents       = "cctrace_subagents_total"
 	nameSessionsActive  = "cctrace_sessions_active"
+	nameNotDecoded      = "cctrace_bodies_not_decoded_total"
 )
 
 // MetricNames lists every cctrace metric family that New registers, in a stable order. Histograms
@@ -62,6 +63,7 @@ var MetricNames = []string{
 	nameTurns, nameTurnDuration,
 	nameToolCalls, nameToolDuration,
 	nameSubagents, nameSessionsActive,
+	nameNotDecoded,
 }
 
 // Histogram buckets.
@@ -90,6 +92,12 @@ const (
 	tokenCacheCreation = "cache_creation"
 )
 
+// Body labels of cctrace_bodies_not_decoded_total.
+const (
+	bodyRequest  = "request"
+	bodyResponse = "response"
+)
+
 // codeError is the code label of a request that got no HTTP status or failed in transport.
 const codeError = "error"
 
@@ -103,7 +111,7 @@ type Metrics struct {
 	subagentTypes, triggers, blockRoles, blockTypes   *cappedLabel
 	tokens, cacheCreation, cost, unpriced, requests   *prometheus.CounterVec
 	contentBlocks, compactions, turns, toolCalls      *prometheus.CounterVec
-	subagents                                         *prometheus.CounterVec
+	subagents, notDecoded                             *prometheus.CounterVec
 	requestDuration, ttft, contextTokens, requestMsgs *prometheus.HistogramVec
 	toolDuration                                      *prometheus.HistogramVec
 	turnDuration                                      prometheus.Histogram
@@ -217,12 +225,19 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Name: nameSessionsActive,
 			Help: "Claude Code sessions the tracker currently holds.",
 		}),
+		notDecoded: counter(nameNotDecoded,
+			"Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (copy budget or decode queue): load shed, their requests tracked without what the bodies say.",
+			"body"),
+	}
+	// Both series exist from the start, so that a rate over them is 0 rather than absent.
+	for _, body := range []string{bodyRequest, bodyResponse} {
+		m.notDecoded.WithLabelValues(body)
 	}
 
 	for _, c := range []prometheus.Collector{
 		m.tokens, m.cacheCreation, m.cost, m.unpriced, m.requests, m.requestDuration, m.ttft,
 		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnDuration,
-		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive,
+		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive, m.notDecoded,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
@@ -340,6 +355,13 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 		} else {
 			o.add(m.unpriced.WithLabelValues(model), 1)
 		}
+	}
+
+	if wire.IsNotDecoded(c.Request.ParseError) {
+		o.add(m.notDecoded.WithLabelValues(bodyRequest), 1)
+	}
+	if resp != nil && wire.IsNotDecoded(resp.ParseError) {
+		o.add(m.notDecoded.WithLabelValues(bodyResponse), 1)
 	}
 
 	if cp := c.Compaction; cp != nil {

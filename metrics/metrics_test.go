@@ -59,6 +59,8 @@ type chatSpec struct {
 	inputTokens  int    // count_tokens' answer
 	errorType    string
 	attemptIndex int
+	// reqParseError and respParseError are the request's and response's ParseError.
+	reqParseError, respParseError string
 }
 
 func (c chatSpec) span() *instrument.Span {
@@ -68,6 +70,7 @@ func (c chatSpec) span() *instrument.Span {
 		End:         at(c.end),
 		InputTokens: c.inputTokens,
 		ErrorType:   c.errorType,
+		ParseError:  c.respParseError,
 	}
 	if c.firstChunk != 0 {
 		resp.FirstChunk = at(c.firstChunk)
@@ -75,7 +78,7 @@ func (c chatSpec) span() *instrument.Span {
 	if c.usage != nil {
 		resp.Message = &wire.MessageInfo{Model: cmpOr(c.servedModel, c.model), StopReason: c.stop, Usage: *c.usage}
 	}
-	req := wire.Request{Time: at(c.start), Method: http.MethodPost, Path: "/v1/messages"}
+	req := wire.Request{Time: at(c.start), Method: http.MethodPost, Path: "/v1/messages", ParseError: c.reqParseError}
 	if c.model != "" {
 		req.Body = &wire.Body{Model: c.model}
 	}
@@ -264,6 +267,10 @@ cctrace_subagents_total{type="Explore"} 1
 # HELP cctrace_sessions_active Claude Code sessions the tracker currently holds.
 # TYPE cctrace_sessions_active gauge
 cctrace_sessions_active 1
+# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (copy budget or decode queue): load shed, their requests tracked without what the bodies say.
+# TYPE cctrace_bodies_not_decoded_total counter
+cctrace_bodies_not_decoded_total{body="request"} 0
+cctrace_bodies_not_decoded_total{body="response"} 0
 `
 
 // Request durations (s): sonnet/turn 0.5, 2, 2, 0.05; haiku/subagent 2; sonnet/tool_results 2;
@@ -662,6 +669,7 @@ func TestScenario(t *testing.T) {
 		{"counters", fmt.Sprintf(wantCounters, formatFloat(sonnetCost)), []string{
 			nameTokens, nameCacheCreation, nameCost, nameUnpriced, nameRequests, nameContentBlocks,
 			nameCompactions, nameTurns, nameToolCalls, nameSubagents, nameSessionsActive,
+			nameNotDecoded,
 		}},
 		{"request histograms", wantRequestHistograms, []string{nameRequestDuration, nameTTFT}},
 		{"size histograms", wantSizeHistograms, []string{nameContextTokens, nameRequestMessages}},
@@ -685,6 +693,32 @@ func TestScenario(t *testing.T) {
 
 // formatFloat prints v as the text exposition does.
 func formatFloat(v float64) string { return fmt.Sprint(v) }
+
+// TestBodiesNotDecoded checks that cctrace_bodies_not_decoded_total counts the bodies cctrace
+// shed under load, by which body, and not those that failed to decode for any other reason.
+func TestBodiesNotDecoded(t *testing.T) {
+	m, reg := newMetrics(t)
+	feed(m,
+		chatSpec{trace: 1, kind: instrument.RequestTurn, start: 0, end: 100, status: 200,
+			reqParseError: wire.NotDecoded + "cctrace's decode queue was full"}.span(),
+		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 200, end: 300, status: 200,
+			respParseError: wire.NotDecoded + "cctrace was already copying 9 bytes of other bodies (copy budget of 8 bytes)"}.span(),
+		chatSpec{trace: 1, kind: instrument.RequestTurn, start: 400, end: 500, status: 200,
+			reqParseError: wire.NotDecoded + "x", respParseError: wire.NotDecoded + "x"}.span(),
+		chatSpec{trace: 2, kind: instrument.RequestTurn, start: 600, end: 700, status: 400,
+			reqParseError: "decoding request body: not a JSON object", respParseError: "decoding response body: unexpected EOF"}.span(),
+		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestTurn, start: 800, end: 900, status: 200}.span(),
+	)
+	want := `
+# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (copy budget or decode queue): load shed, their requests tracked without what the bodies say.
+# TYPE cctrace_bodies_not_decoded_total counter
+cctrace_bodies_not_decoded_total{body="request"} 2
+cctrace_bodies_not_decoded_total{body="response"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameNotDecoded); err != nil {
+		t.Error(err)
+	}
+}
 
 func TestCostUsesServedModelWhenRequestedIsUnknown(t *testing.T) {
 	for _, tc := range []struct {
