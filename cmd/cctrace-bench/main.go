@@ -310,12 +310,22 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 // check fails the run when anything was functionally broken.
 func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant, collector *bench.Collector, jaeger *bench.Jaeger) error {
 	var errs []error
+	tracks := map[string]bool{} // variants whose metrics say what they tracked
+	for _, v := range vs {
+		tracks[v.Name] = v.Metrics != ""
+	}
 	for _, s := range samples {
 		if s.Failed > 0 {
 			errs = append(errs, fmt.Errorf("%s %s: %d requests failed, first: %s", s.Variant, s.Cell.Name(), s.Failed, s.Failures[0]))
 		}
 		if s.Requests == 0 && s.Failed == 0 {
 			errs = append(errs, fmt.Errorf("%s %s: no request completed", s.Variant, s.Cell.Name()))
+		}
+		// Every request a cctrace variant forwarded must be tracked, body decoded or not.
+		if s.TrackErr != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", s.Variant, s.Cell.Name(), s.TrackErr))
+		} else if tracks[s.Variant] && s.Tracked.Requests != int64(s.Requests+s.Failed) {
+			errs = append(errs, fmt.Errorf("%s %s: cctrace tracked %d requests, %d were sent", s.Variant, s.Cell.Name(), s.Tracked.Requests, s.Requests+s.Failed))
 		}
 	}
 	for _, v := range vs {

@@ -35,6 +35,11 @@ type Sample struct {
 	PeakRSS int64
 	// Load is the 1-minute load average when the run started.
 	Load float64
+	// Tracked is, for a cctrace variant (Variant.Metrics set), what it tracked of the run's
+	// requests: every request of the run, once the pipeline has caught up with them, unless
+	// TrackErr says otherwise. Zero for the other variants.
+	Tracked  Tracked
+	TrackErr error
 }
 
 // Execute runs plan against up with bodies grown from rec. For each repetition and cell it runs
@@ -51,6 +56,8 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 		maxConns = max(maxConns, c.Concurrency)
 	}
 	var ids atomic.Uint64
+	// sent counts, per variant, the requests sent to it so far, warm-ups included.
+	sent := map[string]int64{}
 	bodies := map[int][]byte{}
 	clients := map[string]*Client{}
 	defer func() {
@@ -81,10 +88,13 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 				v := plan.Variants[(i+rep)%len(plan.Variants)]
 				c := client(v, cell.BodySize)
 				warm := Cell{BodySize: cell.BodySize, Concurrency: cell.Concurrency, MaxRequests: cell.Concurrency}
-				if w := c.Run(ctx, v.URL, warm); w.Failed > 0 {
+				w := c.Run(ctx, v.URL, warm)
+				if w.Failed > 0 {
 					logf("%s %s warm-up: %d failed: %s", v.Name, cell.Name(), w.Failed, w.Failures[0])
 				}
-				s := runSampled(ctx, c, v, cell)
+				sent[v.Name] += int64(w.Requests + w.Failed)
+				s := runSampled(ctx, c, v, cell, sent[v.Name])
+				sent[v.Name] += int64(s.Requests + s.Failed)
 				s.Rep = rep
 				samples = append(samples, s)
 				logf("rep %d %-22s %-14s %5d req %4d failed  ttfb p50 %7.3fms  total p50 %8.3fms  cpu %v",
@@ -100,9 +110,16 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 }
 
 // runSampled runs cell against v while reading the variant's CPU before and after and sampling
-// its resident size.
-func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell) Sample {
+// its resident size. For a cctrace variant, sent is how many requests it was sent before the
+// run: the run starts once cctrace has tracked them all (the warm-up's work is not measured),
+// its CPU is read settleTime after the last stream (this run's decoding and tracking is), and
+// Tracked counts what it tracked of the run's requests, read once it has tracked them all.
+func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell, sent int64) Sample {
 	s := Sample{Variant: v.Name, Cell: cell, Load: loadAverage()}
+	var before Tracked
+	if v.Metrics != "" {
+		before, s.TrackErr = WaitTracked(ctx, v.Metrics, sent)
+	}
 	pids := v.PIDs()
 	cpu0, _ := ReadCPU(pids)
 	stop := make(chan struct{})
@@ -126,14 +143,32 @@ func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell) Sample {
 		}()
 	}
 	s.Result = c.Run(ctx, v.URL, cell)
+	if v.Metrics != "" {
+		// With no client waiting any more the pipeline decodes and tracks what the run left at
+		// once; give it that time inside the measurement, and keep the scrapes below (each a
+		// few ms of cctrace's CPU) out of it.
+		select {
+		case <-ctx.Done():
+		case <-time.After(settleTime):
+		}
+	}
 	close(stop)
 	wg.Wait()
 	if len(pids) > 0 {
 		cpu1, _ := ReadCPU(pids)
 		s.CPU = cpu1 - cpu0
 	}
+	if v.Metrics != "" && s.TrackErr == nil {
+		after, err := WaitTracked(ctx, v.Metrics, sent+int64(s.Requests+s.Failed))
+		s.Tracked = Tracked{Requests: after.Requests - before.Requests, NotDecoded: after.NotDecoded - before.NotDecoded}
+		s.TrackErr = err
+	}
 	return s
 }
+
+// settleTime is how long a cctrace variant's run is measured past its last stream: more than
+// the 20 ms that cctrace's pipeline defers its work for a waiting client.
+const settleTime = 50 * time.Millisecond
 
 // loadAverage returns the 1-minute load average, 0 when unknown.
 func loadAverage() float64 {

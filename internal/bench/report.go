@@ -60,6 +60,8 @@ type Summary struct {
 	// Spread is (max-min)/median of TTFB p50 over the repetitions.
 	Spread float64
 	Reps   int
+	// Tracked sums the repetitions' Sample.Tracked (cctrace variants only).
+	Tracked Tracked
 }
 
 // Summarise groups samples by cell and variant (in first-seen order) and takes medians.
@@ -70,12 +72,17 @@ func Summarise(samples []Sample) []Summary {
 	}
 	var order []key
 	groups := map[key][]Figures{}
+	tracked := map[key]Tracked{}
 	for _, s := range samples {
 		k := key{s.Cell, s.Variant}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], figuresOf(s))
+		t := tracked[k]
+		t.Requests += s.Tracked.Requests
+		t.NotDecoded += s.Tracked.NotDecoded
+		tracked[k] = t
 	}
 	out := make([]Summary, 0, len(order))
 	for _, k := range order {
@@ -87,7 +94,7 @@ func Summarise(samples []Sample) []Summary {
 			}
 			return median(v)
 		}
-		sum := Summary{Variant: k.variant, Cell: k.cell, Reps: len(fs)}
+		sum := Summary{Variant: k.variant, Cell: k.cell, Reps: len(fs), Tracked: tracked[k]}
 		sum.TTFB50 = med(func(f Figures) float64 { return f.TTFB50 })
 		sum.TTFB99 = med(func(f Figures) float64 { return f.TTFB99 })
 		sum.Total50 = med(func(f Figures) float64 { return f.Total50 })
@@ -109,6 +116,15 @@ func Summarise(samples []Sample) []Summary {
 		out = append(out, sum)
 	}
 	return out
+}
+
+// notDecoded is the share of tracked requests whose bodies a cctrace variant did not decode,
+// "–" for the other variants.
+func notDecoded(t Tracked) string {
+	if t.Requests == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(t.NotDecoded)/float64(t.Requests))
 }
 
 func median(v []float64) float64 {
@@ -154,15 +170,16 @@ func WriteTables(w io.Writer, sums []Summary, baseline string) {
 		}
 	}
 	if len(unpaced) > 0 {
-		fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | ×%[1]s | TTFB p99 ms | ×%[1]s | total p50 ms | ×%[1]s | req/s | ×%[1]s | CPU ms/req | ×%[1]s | spread | req (failed) |\n", baseline)
-		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | ×%[1]s | TTFB p99 ms | ×%[1]s | total p50 ms | ×%[1]s | req/s | ×%[1]s | CPU ms/req | ×%[1]s | spread | req (failed) | not decoded |\n", baseline)
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 		for _, s := range unpaced {
 			b := base[s.Cell]
-			fmt.Fprintf(w, "| %s | %s | %.3f | %s | %.3f | %s | %.2f | %s | %.0f | %s | %s | %s | ±%.0f%% | %d (%d) |\n",
+			fmt.Fprintf(w, "| %s | %s | %.3f | %s | %.3f | %s | %.2f | %s | %.0f | %s | %s | %s | ±%.0f%% | %d (%d) | %s |\n",
 				s.Cell.Name(), s.Variant,
 				s.TTFB50, ratio(s.TTFB50, b.TTFB50), s.TTFB99, ratio(s.TTFB99, b.TTFB99),
 				s.Total50, ratio(s.Total50, b.Total50), s.RPS, ratio(s.RPS, b.RPS),
-				num(s.CPUPerReq, "%.3f"), ratio(s.CPUPerReq, b.CPUPerReq), s.Spread*50, s.Requests, s.Failures)
+				num(s.CPUPerReq, "%.3f"), ratio(s.CPUPerReq, b.CPUPerReq), s.Spread*50, s.Requests, s.Failures,
+				notDecoded(s.Tracked))
 		}
 		fmt.Fprintln(w)
 	}

@@ -26,6 +26,9 @@ type Variant struct {
 	Name string
 	URL  string   // base URL clients send to
 	Proc *Process // the proxy process; nil for direct
+	// Metrics is a cctrace variant's metrics address (http://127.0.0.1:PORT), empty for the
+	// others: what it has tracked is read from there (ReadTracked).
+	Metrics string
 }
 
 // PIDs returns the proxy's process tree, nil for direct.
@@ -298,6 +301,7 @@ func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint st
 		return nil, err
 	}
 	v.URL = "http://127.0.0.1:" + strconv.Itoa(port)
+	v.Metrics = "http://127.0.0.1:" + strconv.Itoa(mport)
 	return v, nil
 }
 

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Tracked is what a cctrace variant's own metrics say it has tracked so far: the request
+// attempts it ended a chat span for (cctrace_requests_total, all series) and, of those, the
+// request bodies it forwarded without decoding because one of its memory budgets was full
+// (cctrace_bodies_not_decoded_total{body="request"}).
+type Tracked struct {
+	Requests, NotDecoded int64
+}
+
+// ReadTracked scrapes metricsURL + "/metrics" for Tracked.
+func ReadTracked(ctx context.Context, metricsURL string) (Tracked, error) {
+	text, err := getText(ctx, metricsURL+"/metrics")
+	if err != nil {
+		return Tracked{}, err
+	}
+	return parseTracked(text)
+}
+
+// parseTracked reads Tracked from a Prometheus text exposition.
+func parseTracked(text string) (Tracked, error) {
+	var t Tracked
+	seen := false // the not-decoded series exists from cctrace's start
+	for _, line := range strings.Split(text, "\n") {
+		var dst *int64
+		switch {
+		case strings.HasPrefix(line, "cctrace_requests_total{"), strings.HasPrefix(line, "cctrace_requests_total "):
+			dst = &t.Requests
+		case strings.HasPrefix(line, `cctrace_bodies_not_decoded_total{body="request"}`):
+			dst, seen = &t.NotDecoded, true
+		default:
+			continue
+		}
+		// name{labels} value: label values here hold no spaces (model ids, kinds, codes).
+		fields := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
+		if len(fields) == 0 {
+			return Tracked{}, fmt.Errorf("metrics line without a value: %q", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return Tracked{}, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		*dst += int64(v)
+	}
+	if !seen {
+		return Tracked{}, fmt.Errorf("no cctrace_bodies_not_decoded_total in the metrics")
+	}
+	return t, nil
+}
+
+// trackTimeout bounds how long WaitTracked waits: the pipeline defers its work for at most 20 ms
+// while clients wait, and decodes a backlog of 8 MiB in well under a second.
+const trackTimeout = 10 * time.Second
+
+// WaitTracked scrapes metricsURL until cctrace has tracked at least want requests, and returns
+// the last reading; after trackTimeout it returns that reading with an error, and at once when a
+// scrape fails (cctrace is up for the whole run, and a build without the metrics will not grow
+// them). It scrapes at once and then every 20 ms.
+func WaitTracked(ctx context.Context, metricsURL string, want int64) (Tracked, error) {
+	deadline := time.Now().Add(trackTimeout)
+	for {
+		t, err := ReadTracked(ctx, metricsURL)
+		if err != nil || t.Requests >= want {
+			return t, err
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return t, fmt.Errorf("cctrace tracked %d of the %d requests sent to it within %v", t.Requests, want, trackTimeout)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
