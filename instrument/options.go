@@ -19,6 +19,11 @@ type config struct {
 	scrub          func(string) string
 }
 
+// AdoptWindow is how long a side request that arrives while no turn is open (a title, a
+// count_tokens call, or a request whose body was not decoded) waits for the next turn to adopt
+// it before its span is emitted as a trace of its own.
+const AdoptWindow = 10 * time.Second
+
 func defaultConfig() config {
 	return config{
 		idSource:       rand.Uint64,
@@ -26,7 +31,7 @@ func defaultConfig() config {
 		errorTimeout:   5 * time.Minute,
 		sessionTimeout: 2 * time.Hour,
 		maxSessions:    10000,
-		adoptWindow:    10 * time.Second,
+		adoptWindow:    AdoptWindow,
 		scrub:          func(s string) string { return s },
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/bench"
 	"github.com/cctrace/cctrace/internal/bench/traffic"
 )
@@ -293,6 +294,10 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 
+	// Every request a cctrace variant was sent must be tracked, body decoded or not: once it
+	// has ended the spans it holds back for a turn to adopt.
+	trackErrs := checkTracked(ctx, w, samples, vs)
+
 	// Stop the proxies now: cctrace flushes its spans on the way out, and the checks below need
 	// them.
 	for _, v := range vs {
@@ -304,16 +309,39 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 			return fmt.Errorf("%s exited with %v:\n%s", v.Name, err, v.Proc.LogTail(2000))
 		}
 	}
-	return check(ctx, w, samples, vs, collector, jaeger)
+	return errors.Join(trackErrs, check(ctx, w, samples, vs, collector, jaeger))
+}
+
+// checkTracked waits until each cctrace variant's metrics count every request it was sent
+// (warm-ups included) and fails for those that do not within instrument.AdoptWindow and a few
+// seconds more.
+func checkTracked(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant) error {
+	sent := map[string]int64{}
+	for _, s := range samples {
+		sent[s.Variant] += int64(s.WarmUp + s.Requests + s.Failed)
+	}
+	var errs []error
+	for _, v := range vs {
+		if v.Metrics == "" {
+			continue
+		}
+		t, ok, err := bench.WaitTracked(ctx, v.Metrics, sent[v.Name], instrument.AdoptWindow+5*time.Second)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: reading what cctrace tracked: %w", v.Name, err))
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: cctrace tracked %d requests of the %d sent to it", v.Name, t.Requests, sent[v.Name]))
+		default:
+			fmt.Fprintf(w, "%s: tracked all %d requests sent to it; %d (%.1f%%) with their body not decoded (cctrace_bodies_not_decoded_total)\n",
+				v.Name, t.Requests, t.NotDecoded, 100*float64(t.NotDecoded)/float64(max(t.Requests, 1)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // check fails the run when anything was functionally broken.
 func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant, collector *bench.Collector, jaeger *bench.Jaeger) error {
 	var errs []error
-	tracks := map[string]bool{} // variants whose metrics say what they tracked
-	for _, v := range vs {
-		tracks[v.Name] = v.Metrics != ""
-	}
 	for _, s := range samples {
 		if s.Failed > 0 {
 			errs = append(errs, fmt.Errorf("%s %s: %d requests failed, first: %s", s.Variant, s.Cell.Name(), s.Failed, s.Failures[0]))
@@ -321,11 +349,8 @@ func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench
 		if s.Requests == 0 && s.Failed == 0 {
 			errs = append(errs, fmt.Errorf("%s %s: no request completed", s.Variant, s.Cell.Name()))
 		}
-		// Every request a cctrace variant forwarded must be tracked, body decoded or not.
 		if s.TrackErr != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", s.Variant, s.Cell.Name(), s.TrackErr))
-		} else if tracks[s.Variant] && s.Tracked.Requests != int64(s.Requests+s.Failed) {
-			errs = append(errs, fmt.Errorf("%s %s: cctrace tracked %d requests, %d were sent", s.Variant, s.Cell.Name(), s.Tracked.Requests, s.Requests+s.Failed))
+			errs = append(errs, fmt.Errorf("%s %s: reading what cctrace tracked: %w", s.Variant, s.Cell.Name(), s.TrackErr))
 		}
 	}
 	for _, v := range vs {

@@ -35,9 +35,11 @@ type Sample struct {
 	PeakRSS int64
 	// Load is the 1-minute load average when the run started.
 	Load float64
-	// Tracked is, for a cctrace variant (Variant.Metrics set), what it tracked of the run's
-	// requests: every request of the run, once the pipeline has caught up with them, unless
-	// TrackErr says otherwise. Zero for the other variants.
+	// WarmUp is how many requests were sent to the variant just before the run, unmeasured.
+	WarmUp int
+	// Tracked is, for a cctrace variant (Variant.Metrics set), the chat spans it ended from the
+	// start of the run until it had tracked every request of the run, or CellTrackWait after;
+	// TrackErr says when its metrics could not be read. Zero for the other variants.
 	Tracked  Tracked
 	TrackErr error
 }
@@ -95,7 +97,7 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 				sent[v.Name] += int64(w.Requests + w.Failed)
 				s := runSampled(ctx, c, v, cell, sent[v.Name])
 				sent[v.Name] += int64(s.Requests + s.Failed)
-				s.Rep = rep
+				s.Rep, s.WarmUp = rep, w.Requests+w.Failed
 				samples = append(samples, s)
 				logf("rep %d %-22s %-14s %5d req %4d failed  ttfb p50 %7.3fms  total p50 %8.3fms  cpu %v",
 					rep+1, cell.Name(), v.Name, s.Requests, s.Failed,
@@ -111,14 +113,15 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 
 // runSampled runs cell against v while reading the variant's CPU before and after and sampling
 // its resident size. For a cctrace variant, sent is how many requests it was sent before the
-// run: the run starts once cctrace has tracked them all (the warm-up's work is not measured),
-// its CPU is read settleTime after the last stream (this run's decoding and tracking is), and
-// Tracked counts what it tracked of the run's requests, read once it has tracked them all.
+// run: the run starts once cctrace has tracked them all (so the warm-up's work is not measured;
+// at most CellTrackWait), its CPU is read settleTime after the last stream (this run's decoding
+// and tracking is measured), and Tracked is what it tracked from the start of the run until it
+// had tracked the run's requests too (at most CellTrackWait).
 func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell, sent int64) Sample {
 	s := Sample{Variant: v.Name, Cell: cell, Load: loadAverage()}
 	var before Tracked
 	if v.Metrics != "" {
-		before, s.TrackErr = WaitTracked(ctx, v.Metrics, sent)
+		before, _, s.TrackErr = WaitTracked(ctx, v.Metrics, sent, CellTrackWait)
 	}
 	pids := v.PIDs()
 	cpu0, _ := ReadCPU(pids)
@@ -159,7 +162,7 @@ func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell, sent int6
 		s.CPU = cpu1 - cpu0
 	}
 	if v.Metrics != "" && s.TrackErr == nil {
-		after, err := WaitTracked(ctx, v.Metrics, sent+int64(s.Requests+s.Failed))
+		after, _, err := WaitTracked(ctx, v.Metrics, sent+int64(s.Requests+s.Failed), CellTrackWait)
 		s.Tracked = Tracked{Requests: after.Requests - before.Requests, NotDecoded: after.NotDecoded - before.NotDecoded}
 		s.TrackErr = err
 	}
