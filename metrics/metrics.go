@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,11 +93,27 @@ const (
 	tokenCacheCreation = "cache_creation"
 )
 
-// Body labels of cctrace_bodies_not_decoded_total.
+// Labels of cctrace_bodies_not_decoded_total: which body, and which budget was full.
 const (
-	bodyRequest  = "request"
-	bodyResponse = "response"
+	bodyRequest       = "request"
+	bodyResponse      = "response"
+	reasonCopyBudget  = "copy_budget"
+	reasonDecodeQueue = "decode_queue"
 )
+
+// notDecodedReason is the reason label of a ParseError that says the body was not decoded
+// because a budget was full (wire.NotDecoded), "" for any other.
+func notDecodedReason(parseError string) string {
+	switch {
+	case strings.HasPrefix(parseError, wire.NotDecodedCopyBudget):
+		return reasonCopyBudget
+	case strings.HasPrefix(parseError, wire.NotDecodedQueueFull):
+		return reasonDecodeQueue
+	case wire.IsNotDecoded(parseError):
+		return labelUnknown
+	}
+	return ""
+}
 
 // codeError is the code label of a request that got no HTTP status or failed in transport.
 const codeError = "error"
@@ -226,12 +243,14 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help: "Claude Code sessions the tracker currently holds.",
 		}),
 		notDecoded: counter(nameNotDecoded,
-			"Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (copy budget or decode queue): load shed, their requests tracked without what the bodies say.",
-			"body"),
+			"Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.",
+			"body", "reason"),
 	}
-	// Both series exist from the start, so that a rate over them is 0 rather than absent.
+	// Every series exists from the start, so that a rate over them is 0 rather than absent.
 	for _, body := range []string{bodyRequest, bodyResponse} {
-		m.notDecoded.WithLabelValues(body)
+		for _, reason := range []string{reasonCopyBudget, reasonDecodeQueue} {
+			m.notDecoded.WithLabelValues(body, reason)
+		}
 	}
 
 	for _, c := range []prometheus.Collector{
@@ -357,11 +376,13 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 		}
 	}
 
-	if wire.IsNotDecoded(c.Request.ParseError) {
-		o.add(m.notDecoded.WithLabelValues(bodyRequest), 1)
+	if r := notDecodedReason(c.Request.ParseError); r != "" {
+		o.add(m.notDecoded.WithLabelValues(bodyRequest, r), 1)
 	}
-	if resp != nil && wire.IsNotDecoded(resp.ParseError) {
-		o.add(m.notDecoded.WithLabelValues(bodyResponse), 1)
+	if resp != nil {
+		if r := notDecodedReason(resp.ParseError); r != "" {
+			o.add(m.notDecoded.WithLabelValues(bodyResponse, r), 1)
+		}
 	}
 
 	if cp := c.Compaction; cp != nil {

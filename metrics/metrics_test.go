@@ -267,10 +267,12 @@ cctrace_subagents_total{type="Explore"} 1
 # HELP cctrace_sessions_active Claude Code sessions the tracker currently holds.
 # TYPE cctrace_sessions_active gauge
 cctrace_sessions_active 1
-# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (copy budget or decode queue): load shed, their requests tracked without what the bodies say.
+# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.
 # TYPE cctrace_bodies_not_decoded_total counter
-cctrace_bodies_not_decoded_total{body="request"} 0
-cctrace_bodies_not_decoded_total{body="response"} 0
+cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 0
+cctrace_bodies_not_decoded_total{body="request",reason="decode_queue"} 0
+cctrace_bodies_not_decoded_total{body="response",reason="copy_budget"} 0
+cctrace_bodies_not_decoded_total{body="response",reason="decode_queue"} 0
 `
 
 // Request durations (s): sonnet/turn 0.5, 2, 2, 0.05; haiku/subagent 2; sonnet/tool_results 2;
@@ -695,25 +697,30 @@ func TestScenario(t *testing.T) {
 func formatFloat(v float64) string { return fmt.Sprint(v) }
 
 // TestBodiesNotDecoded checks that cctrace_bodies_not_decoded_total counts the bodies cctrace
-// shed under load, by which body, and not those that failed to decode for any other reason.
+// shed under load, by body and budget, and not those that failed to decode for any other reason.
 func TestBodiesNotDecoded(t *testing.T) {
 	m, reg := newMetrics(t)
 	feed(m,
 		chatSpec{trace: 1, kind: instrument.RequestTurn, start: 0, end: 100, status: 200,
-			reqParseError: wire.NotDecoded + "cctrace's decode queue was full"}.span(),
+			reqParseError: wire.NotDecodedQueueFull}.span(),
 		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 200, end: 300, status: 200,
-			respParseError: wire.NotDecoded + "cctrace was already copying 9 bytes of other bodies (copy budget of 8 bytes)"}.span(),
+			respParseError: wire.NotDecodedCopyBudget + "9 bytes of other bodies (copy budget of 8 bytes)"}.span(),
 		chatSpec{trace: 1, kind: instrument.RequestTurn, start: 400, end: 500, status: 200,
-			reqParseError: wire.NotDecoded + "x", respParseError: wire.NotDecoded + "x"}.span(),
+			reqParseError: wire.NotDecodedCopyBudget + "1 bytes", respParseError: wire.NotDecodedQueueFull}.span(),
+		chatSpec{trace: 1, kind: instrument.RequestTurn, start: 500, end: 600, status: 200,
+			reqParseError: wire.NotDecoded + "a budget this test does not know"}.span(),
 		chatSpec{trace: 2, kind: instrument.RequestTurn, start: 600, end: 700, status: 400,
 			reqParseError: "decoding request body: not a JSON object", respParseError: "decoding response body: unexpected EOF"}.span(),
 		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestTurn, start: 800, end: 900, status: 200}.span(),
 	)
 	want := `
-# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (copy budget or decode queue): load shed, their requests tracked without what the bodies say.
+# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.
 # TYPE cctrace_bodies_not_decoded_total counter
-cctrace_bodies_not_decoded_total{body="request"} 2
-cctrace_bodies_not_decoded_total{body="response"} 2
+cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 1
+cctrace_bodies_not_decoded_total{body="request",reason="decode_queue"} 1
+cctrace_bodies_not_decoded_total{body="request",reason="unknown"} 1
+cctrace_bodies_not_decoded_total{body="response",reason="copy_budget"} 1
+cctrace_bodies_not_decoded_total{body="response",reason="decode_queue"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameNotDecoded); err != nil {
 		t.Error(err)

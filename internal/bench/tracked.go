@@ -11,7 +11,7 @@ import (
 // Tracked is what a cctrace variant's own metrics say it has tracked so far: the request
 // attempts it ended a chat span for (cctrace_requests_total, all series) and, of those, the
 // request bodies it forwarded without decoding because one of its memory budgets was full
-// (cctrace_bodies_not_decoded_total{body="request"}).
+// (cctrace_bodies_not_decoded_total{body="request"}, either budget).
 type Tracked struct {
 	Requests, NotDecoded int64
 }
@@ -34,8 +34,12 @@ func parseTracked(text string) (Tracked, error) {
 		switch {
 		case strings.HasPrefix(line, "cctrace_requests_total{"), strings.HasPrefix(line, "cctrace_requests_total "):
 			dst = &t.Requests
-		case strings.HasPrefix(line, `cctrace_bodies_not_decoded_total{body="request"}`):
-			dst, seen = &t.NotDecoded, true
+		case strings.HasPrefix(line, "cctrace_bodies_not_decoded_total{"):
+			seen = true
+			if !strings.Contains(line, `body="request"`) {
+				continue
+			}
+			dst = &t.NotDecoded
 		default:
 			continue
 		}

@@ -149,9 +149,6 @@ func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
 	p.push(event{resp: resp, body: body})
 }
 
-// queueFull is the ParseError of a body dropped because the decode queue was over its budget.
-const queueFull = wire.NotDecoded + "cctrace's decode queue was full"
-
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
 	if p.queued > 0 && p.queued+len(ev.body) > p.budget {
@@ -159,10 +156,10 @@ func (p *Pipeline) push(ev event) {
 		ev.body = nil
 		p.dropped++
 		if ev.req != nil && ev.req.ParseError == "" {
-			ev.req.ParseError = queueFull
+			ev.req.ParseError = wire.NotDecodedQueueFull
 		}
 		if ev.resp != nil && ev.resp.ParseError == "" {
-			ev.resp.ParseError = queueFull
+			ev.resp.ParseError = wire.NotDecodedQueueFull
 		}
 	}
 	p.queued += len(ev.body)

@@ -87,5 +87,5 @@ type copyRefused struct {
 }
 
 func (e *copyRefused) Error() string {
-	return fmt.Sprintf(wire.NotDecoded+"cctrace was already copying %d bytes of other bodies (copy budget of %d bytes)", e.others, e.budget)
+	return fmt.Sprintf(wire.NotDecodedCopyBudget+"%d bytes of other bodies (copy budget of %d bytes)", e.others, e.budget)
 }

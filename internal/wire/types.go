@@ -73,6 +73,12 @@ type Request struct {
 // decode queue): load shed, not a malformed body. IsNotDecoded tells such errors apart.
 const NotDecoded = "not decoded: "
 
+// The ParseErrors of the two budgets begin so.
+const (
+	NotDecodedCopyBudget = NotDecoded + "cctrace was already copying "
+	NotDecodedQueueFull  = NotDecoded + "cctrace's decode queue was full"
+)
+
 // IsNotDecoded reports whether parseError (Request.ParseError or Response.ParseError) says the
 // body was not decoded because of a memory budget (see NotDecoded).
 func IsNotDecoded(parseError string) bool { return strings.HasPrefix(parseError, NotDecoded) }
