@@ -153,6 +153,10 @@ invoke_agent claude-code [end_turn]
 		s.prom.WaitQuery(t, `sum(cctrace_compactions_total{trigger="manual"})`, 1, 30*time.Second)
 		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 1, 30*time.Second)
 		s.prom.WaitQuery(t, `sum(cctrace_requests_total{code="529"})`, 2, 30*time.Second)
+		// One session is no load: every body decoded, and the series there to say so (4 of them,
+		// from cctrace's start).
+		s.prom.WaitQuery(t, `count(cctrace_bodies_not_decoded_total)`, 4, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_bodies_not_decoded_total)`, 0, 30*time.Second)
 		if cost := s.prom.Query(t, `sum(cctrace_cost_usd_total)`); cost <= 0 {
 			t.Errorf("cost = %v, want > 0", cost)
 		}
