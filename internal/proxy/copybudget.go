@@ -27,6 +27,10 @@ type copyBudget struct {
 	reserved atomic.Int64 // bytes held by copies in flight
 	refused  atomic.Int64 // copies refused since the last warning
 	lastWarn atomic.Int64 // when that warning was logged, in Unix nanoseconds; 0: never
+	// pending is set while a timer is due to log the refusals held back since the last warning.
+	pending atomic.Bool
+	// interval is the least time between two warnings; 0 means copyBudgetWarnInterval.
+	interval time.Duration
 }
 
 // copyBudgetWarnInterval is the least time between two warnings that copies were refused: a
@@ -65,12 +69,20 @@ func (b *copyBudget) release(n int64) {
 }
 
 // warn counts a refused copy and logs, at most once per copyBudgetWarnInterval, how many were
-// refused since the last time.
+// refused since the last time. Refusals held back are logged when the interval is over, by a
+// timer, so that the end of a burst reaches the log even when no copy is refused after it.
 func (b *copyBudget) warn(others int64) {
 	b.refused.Add(1)
 	now := time.Now().UnixNano()
 	last := b.lastWarn.Load()
-	if last != 0 && now-last < int64(copyBudgetWarnInterval) {
+	interval := b.interval
+	if interval <= 0 {
+		interval = copyBudgetWarnInterval
+	}
+	if last != 0 && now-last < int64(interval) {
+		if b.pending.CompareAndSwap(false, true) {
+			time.AfterFunc(time.Duration(last+int64(interval)-now), b.flush)
+		}
 		return
 	}
 	if !b.lastWarn.CompareAndSwap(last, now) {
@@ -78,6 +90,15 @@ func (b *copyBudget) warn(others int64) {
 	}
 	b.log.Warn("copy budget full: bodies forwarded without being decoded",
 		"bodies", b.refused.Swap(0), "copying_bytes", others, "budget_bytes", b.limit)
+}
+
+// flush logs the refusals held back since the last warning, if any.
+func (b *copyBudget) flush() {
+	b.pending.Store(false)
+	if n := b.refused.Swap(0); n > 0 {
+		b.lastWarn.Store(time.Now().UnixNano())
+		b.log.Warn("copy budget full: bodies forwarded without being decoded", "bodies", n, "budget_bytes", b.limit)
+	}
 }
 
 // copyRefused is why a copy was not made: the copy budget was full.

@@ -202,6 +202,27 @@ func TestCopyBudget(t *testing.T) {
 		held.drop()
 		checkReserved(t, b, 0)
 	})
+
+	t.Run("logs the end of a burst without a later refusal", func(t *testing.T) {
+		var logs syncBuffer
+		b := newTestBudget(1000, &logs)
+		b.interval = 20 * time.Millisecond
+		held := newBoundedCopy(limit, 1000, b)
+		for range 10 {
+			newBoundedCopy(limit, 10, b)
+		}
+		// The first refusal is logged at once; the nine held back once the interval is over,
+		// though no copy is refused after them.
+		deadline := time.Now().Add(5 * time.Second)
+		for strings.Count(logs.String(), "copy budget full") < 2 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := strings.Count(logs.String(), "copy budget full"); n != 2 || !strings.Contains(logs.String(), "bodies=9 ") {
+			t.Errorf("%d warnings, want 2, the second counting 9 bodies:\n%s", n, logs.String())
+		}
+		held.drop()
+		checkReserved(t, b, 0)
+	})
 }
 
 // TestCopyBudgetThroughProxy sends several slow uploads through a proxy whose copy budget holds
