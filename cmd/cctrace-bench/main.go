@@ -332,8 +332,8 @@ func checkTracked(ctx context.Context, w io.Writer, samples []bench.Sample, vs [
 		case !ok:
 			errs = append(errs, fmt.Errorf("%s: cctrace tracked %d requests of the %d sent to it", v.Name, t.Requests, sent[v.Name]))
 		default:
-			fmt.Fprintf(w, "%s: tracked all %d requests sent to it; %d (%.1f%%) with their body not decoded (cctrace_bodies_not_decoded_total)\n",
-				v.Name, t.Requests, t.NotDecoded, 100*float64(t.NotDecoded)/float64(max(t.Requests, 1)))
+			fmt.Fprintf(w, "%s: tracked all %d requests sent to it; %d (%.1f%%) with their body not decoded (cctrace_bodies_not_decoded_total): %d by the decode queue, %d by the copy budget\n",
+				v.Name, t.Requests, t.NotDecoded, 100*float64(t.NotDecoded)/float64(max(t.Requests, 1)), t.QueueFull, t.NotDecoded-t.QueueFull)
 		}
 	}
 	return errors.Join(errs...)

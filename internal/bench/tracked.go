@@ -11,9 +11,10 @@ import (
 // Tracked is what a cctrace variant's own metrics say it has tracked so far: the request
 // attempts it ended a chat span for (cctrace_requests_total, all series) and, of those, the
 // request bodies it forwarded without decoding because one of its memory budgets was full
-// (cctrace_bodies_not_decoded_total{body="request"}, either budget).
+// (cctrace_bodies_not_decoded_total{body="request"}, either budget), QueueFull those of them
+// the decode queue dropped (reason="decode_queue"; the others the copy budget refused).
 type Tracked struct {
-	Requests, NotDecoded int64
+	Requests, NotDecoded, QueueFull int64
 }
 
 // ReadTracked scrapes metricsURL + "/metrics" for Tracked.
@@ -43,6 +44,10 @@ func parseTracked(text string) (Tracked, error) {
 		default:
 			continue
 		}
+		var also *int64
+		if strings.Contains(line, `reason="decode_queue"`) {
+			also = &t.QueueFull
+		}
 		// name{labels} value: label values here hold no spaces (model ids, kinds, codes).
 		fields := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
 		if len(fields) == 0 {
@@ -53,6 +58,9 @@ func parseTracked(text string) (Tracked, error) {
 			return Tracked{}, fmt.Errorf("metrics line %q: %w", line, err)
 		}
 		*dst += int64(v)
+		if also != nil {
+			*also += int64(v)
+		}
 	}
 	if !seen {
 		return Tracked{}, fmt.Errorf("no cctrace_bodies_not_decoded_total in the metrics")

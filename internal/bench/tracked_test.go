@@ -19,7 +19,7 @@ cctrace_request_messages_count{kind="turn"} 999
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Tracked{Requests: 1240, NotDecoded: 17}); got != want {
+	if want := (Tracked{Requests: 1240, NotDecoded: 17, QueueFull: 5}); got != want {
 		t.Errorf("parseTracked = %+v, want %+v", got, want)
 	}
 
