@@ -4,9 +4,10 @@
 //
 // Labels come only from small sets: model (capped, see WithMaxModels), request kind, HTTP status,
 // stop reason, token type, tool name (capped, see WithMaxToolNames), outcome, body (request or
-// response). Session, turn and request ids never become labels; the trace id of the turn rides on
-// counters and histograms as an exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics
-// scrape of Handler, renewed at most once a second per series and bucket (WithExemplarInterval).
+// response) and the budget it was shed by (copy_budget or decode_queue). Session, turn and
+// request ids never become labels; the trace id of the turn rides on counters and histograms as
+// an exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler, renewed at
+// most once a second per series and bucket (WithExemplarInterval).
 //
 // Model label values are the model id as the client requested it (falling back to the id in the
 // response), case and date suffix kept, so that dashboards can tell claude-sonnet-4-5-20250929
