@@ -267,9 +267,7 @@ cctrace_subagents_total{type="Explore"} 1
 # HELP cctrace_sessions_active Claude Code sessions the tracker currently holds.
 # TYPE cctrace_sessions_active gauge
 cctrace_sessions_active 1
-# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.
-# TYPE cctrace_bodies_not_decoded_total counter
-cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 0
+` + wantNotDecodedHeader + `cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 0
 cctrace_bodies_not_decoded_total{body="request",reason="decode_queue"} 0
 cctrace_bodies_not_decoded_total{body="response",reason="copy_budget"} 0
 cctrace_bodies_not_decoded_total{body="response",reason="decode_queue"} 0
@@ -696,6 +694,11 @@ func TestScenario(t *testing.T) {
 // formatFloat prints v as the text exposition does.
 func formatFloat(v float64) string { return fmt.Sprint(v) }
 
+// wantNotDecodedHeader is the HELP and TYPE lines of cctrace_bodies_not_decoded_total.
+const wantNotDecodedHeader = `# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.
+# TYPE cctrace_bodies_not_decoded_total counter
+`
+
 // TestBodiesNotDecoded checks that cctrace_bodies_not_decoded_total counts the bodies cctrace
 // shed under load, by body and budget, and not those that failed to decode for any other reason.
 func TestBodiesNotDecoded(t *testing.T) {
@@ -713,10 +716,7 @@ func TestBodiesNotDecoded(t *testing.T) {
 			reqParseError: "decoding request body: not a JSON object", respParseError: "decoding response body: unexpected EOF"}.span(),
 		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestTurn, start: 800, end: 900, status: 200}.span(),
 	)
-	want := `
-# HELP cctrace_bodies_not_decoded_total Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.
-# TYPE cctrace_bodies_not_decoded_total counter
-cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 1
+	want := wantNotDecodedHeader + `cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 1
 cctrace_bodies_not_decoded_total{body="request",reason="decode_queue"} 1
 cctrace_bodies_not_decoded_total{body="request",reason="unknown"} 1
 cctrace_bodies_not_decoded_total{body="response",reason="copy_budget"} 1
