@@ -316,21 +316,18 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 // (warm-ups included) and fails for those that do not within instrument.AdoptWindow and a few
 // seconds more.
 func checkTracked(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant) error {
-	sent := map[string]int64{}
-	for _, s := range samples {
-		sent[s.Variant] += int64(s.WarmUp + s.Requests + s.Failed)
-	}
 	var errs []error
 	for _, v := range vs {
 		if v.Metrics == "" {
 			continue
 		}
-		t, ok, err := bench.WaitTracked(ctx, v.Metrics, sent[v.Name], instrument.AdoptWindow+5*time.Second)
+		sent := bench.Sent(samples, v.Name)
+		t, ok, err := bench.WaitTracked(ctx, v.Metrics, sent, instrument.AdoptWindow+5*time.Second)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: reading what cctrace tracked: %w", v.Name, err))
 		case !ok:
-			errs = append(errs, fmt.Errorf("%s: cctrace tracked %d requests of the %d sent to it", v.Name, t.Requests, sent[v.Name]))
+			errs = append(errs, fmt.Errorf("%s: cctrace tracked %d requests of the %d sent to it", v.Name, t.Requests, sent))
 		default:
 			fmt.Fprintf(w, "%s: tracked all %d requests sent to it; %d (%.1f%%) with their body not decoded (cctrace_bodies_not_decoded_total): %d by the decode queue, %d by the copy budget\n",
 				v.Name, t.Requests, t.NotDecoded, 100*float64(t.NotDecoded)/float64(max(t.Requests, 1)), t.QueueFull, t.NotDecoded-t.QueueFull)

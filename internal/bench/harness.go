@@ -58,8 +58,6 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 		maxConns = max(maxConns, c.Concurrency)
 	}
 	var ids atomic.Uint64
-	// sent counts, per variant, the requests sent to it so far, warm-ups included.
-	sent := map[string]int64{}
 	bodies := map[int][]byte{}
 	clients := map[string]*Client{}
 	defer func() {
@@ -94,9 +92,7 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 				if w.Failed > 0 {
 					logf("%s %s warm-up: %d failed: %s", v.Name, cell.Name(), w.Failed, w.Failures[0])
 				}
-				sent[v.Name] += int64(w.Requests + w.Failed)
-				s := runSampled(ctx, c, v, cell, sent[v.Name])
-				sent[v.Name] += int64(s.Requests + s.Failed)
+				s := runSampled(ctx, c, v, cell, Sent(samples, v.Name)+int64(w.Requests+w.Failed))
 				s.Rep, s.WarmUp = rep, w.Requests+w.Failed
 				samples = append(samples, s)
 				logf("rep %d %-22s %-14s %5d req %4d failed  ttfb p50 %7.3fms  total p50 %8.3fms  cpu %v",
@@ -109,6 +105,17 @@ func Execute(ctx context.Context, up *Upstream, rec *traffic.Recording, plan Pla
 		}
 	}
 	return samples
+}
+
+// Sent is how many requests samples sent to variant, their warm-ups included.
+func Sent(samples []Sample, variant string) int64 {
+	var n int64
+	for _, s := range samples {
+		if s.Variant == variant {
+			n += int64(s.WarmUp + s.Requests + s.Failed)
+		}
+	}
+	return n
 }
 
 // runSampled runs cell against v while reading the variant's CPU before and after and sampling
