@@ -554,9 +554,15 @@ func isHumanText(raw []byte) bool {
 	return !strings.HasPrefix(strings.TrimLeft(head, " \t\r\n"), systemReminderTag)
 }
 
-// finish decodes the texts that are kept, now that the first and last messages are known.
+// finish decodes the texts that are kept, now that the first and last messages are known, and
+// drops the tool results and ids of the messages before the last assistant message (see
+// Message.ToolResults).
 func (p *bodyParser) finish() {
 	msgs := p.out.Messages
+	for i := range msgs[:max(lastAssistant(msgs), 0)] {
+		// Messages shared with a BodyCache entry are copies: this leaves the entry's alone.
+		msgs[i].ToolResults, msgs[i].ToolUseIDs = nil, nil
+	}
 	firstUser, lastUser, last := -1, -1, -1
 	for i, m := range msgs {
 		switch m.Role {
@@ -613,6 +619,16 @@ func (p *bodyParser) finish() {
 			}
 		}
 	}
+}
+
+// lastAssistant returns the index of the last assistant message, -1 when there is none.
+func lastAssistant(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleAssistant {
+			return i
+		}
+	}
+	return -1
 }
 
 // metadataSessionID finds the session id in metadata.user_id: a JSON object string

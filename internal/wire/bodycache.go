@@ -19,8 +19,9 @@ const checkpointRing = 4
 const quickCheckLen = 4 << 10
 
 // DefaultBodyCacheMessages is the default bound of NewBodyCache: decoded messages kept over all
-// conversations. A message costs a few hundred bytes, so the default stays under about 16 MB.
-const DefaultBodyCacheMessages = 32 << 10
+// conversations. A message costs about 40 bytes (see pastMessage), so the default stays under
+// about 10 MB: some 200 conversations of 1 MB (1,100 messages each).
+const DefaultBodyCacheMessages = 256 << 10
 
 // BodyCache decodes request bodies exactly as ParseBody does, faster when a body repeats the
 // start of an earlier one.
@@ -30,7 +31,10 @@ const DefaultBodyCacheMessages = 32 << 10
 // conversation usually begins with the same bytes as the last one, up to one of its last
 // messages. For each conversation (its key) BodyCache remembers where the last messages of the
 // latest body began, a hash of the bytes before each of those points, and what the decoder had
-// decoded at each of them: decoded messages and offsets, never the raw bytes. A new body whose
+// decoded at each of them: decoded messages and offsets, never the raw bytes. Of the messages
+// before those last ones it keeps only what ParseBody leaves of them (their roles and block
+// counts, not the tool results of calls answered long ago: see Message.ToolResults), about 40
+// bytes each. A new body whose
 // start hashes the same is decoded from that point on; hashing runs at memory speed, decoding
 // does not. When the members after the messages array (Claude Code's system prompt and tool
 // schemas, tens of KB) hash the same as the last body's too, what they decoded to is reused.
@@ -68,12 +72,21 @@ type bodyEntry struct {
 	quickLen int
 	quick    uint64
 	checks   []checkpoint // by offset, ascending
-	// messages, texts and results are the decoder's state at the last checkpoint; the state at
-	// an earlier one is a prefix of each. Messages are as decoded, before ParseBody's finishing
-	// touches (the texts and previews it keeps of the first and last messages).
-	messages []Message
-	texts    []textSpans
-	results  []span
+	// past, window, firstUser and firstHuman are the decoder's state at the last checkpoint;
+	// the state at an earlier one is a prefix of it. past has every message before the last
+	// checkpoint, compactly; window has those from the first checkpoint on (checks[0].k) in
+	// full, as decoded, before ParseBody's finishing touches (the texts and previews it keeps
+	// of the first and last messages), with their texts, and windowResults the raw first texts
+	// of their tool results (from index checks[0].results of the parser's results). Only a
+	// body whose last assistant message is in the window or after it can be resumed: finish
+	// drops the rest of the messages before it. firstUser is the index of the first user
+	// message, -1 when past has none, and firstHuman its raw first human text.
+	past          []pastMessage
+	window        []Message
+	windowTexts   []textSpans
+	windowResults []span
+	firstUser     int
+	firstHuman    span
 	// tail is the request's fields as the members after the messages array left them (Messages
 	// nil, before ParseBody's finishing touches), tailLen and tailHash those members' bytes (to
 	// the body's end), tailCB the cache breakpoints they count. Claude Code sends its system
@@ -89,6 +102,62 @@ type checkpoint struct {
 	msgStart
 	k    int
 	hash uint64 // of the messages array's bytes before off
+}
+
+// pastMessage is what a BodyCache keeps of a message before the last ones of a body: what
+// finish leaves of it when it comes before the last assistant message, and the flags of its
+// text. 36 bytes, against the 120 of a Message and the 72 of its text.
+type pastMessage struct {
+	blocks BlockCounts
+	role   uint8 // index in pastRoles
+	flags  uint8 // pastHumanText, pastPlanMode, …
+}
+
+// pastRoles are the roles parseRole returns.
+var pastRoles = [...]Role{RoleOther, RoleUser, RoleAssistant, RoleSystem}
+
+const (
+	pastHumanText = 1 << iota
+	pastPlanMode
+	pastCompact
+	pastTaskNotification
+	pastPlanExit
+)
+
+// toPast compacts a decoded message and its text.
+func toPast(m *Message, t *messageText) pastMessage {
+	pm := pastMessage{blocks: m.Blocks}
+	for i, r := range pastRoles {
+		if m.Role == r {
+			pm.role = uint8(i)
+		}
+	}
+	set := func(on bool, flag uint8) {
+		if on {
+			pm.flags |= flag
+		}
+	}
+	set(m.HumanText, pastHumanText)
+	set(t.planMode, pastPlanMode)
+	set(t.compact, pastCompact)
+	set(t.taskNotification, pastTaskNotification)
+	set(t.planExit, pastPlanExit)
+	return pm
+}
+
+// message returns the message as decoded, without its tool results, tool_use ids and raw text.
+func (pm pastMessage) message() Message {
+	return Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0}
+}
+
+// text returns its text's flags, without raw text.
+func (pm pastMessage) text() messageText {
+	return messageText{
+		planMode:         pm.flags&pastPlanMode != 0,
+		compact:          pm.flags&pastCompact != 0,
+		taskNotification: pm.flags&pastTaskNotification != 0,
+		planExit:         pm.flags&pastPlanExit != 0,
+	}
 }
 
 // span is a raw string of the body, by offsets; ok false stands for a nil slice.
@@ -168,15 +237,19 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	var ok bool
 	if elem != nil {
 		c.hits++
-		p.resume(elem.Value.(*bodyEntry), check, digest)
-		ok = p.resumeParse(elem.Value.(*bodyEntry))
+		e := elem.Value.(*bodyEntry)
+		p.resume(e, check, digest)
+		// A body whose last assistant message comes before the window needs tool results the
+		// entry did not keep.
+		ok = p.resumeParse(e) && lastAssistant(p.out.Messages) >= e.checks[0].k
 	} else {
 		c.misses++
 		ok = p.parse()
 	}
 	if !ok || p.r.end() != nil {
 		if elem != nil {
-			// Decode it whole, for the same error as ParseBody's.
+			// Decode it whole, for the same error as ParseBody's (or the fields the entry
+			// did not keep).
 			return ParseBody(body, contentEncoding)
 		}
 		if p.r.err == nil {
@@ -245,7 +318,8 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher) 
 		if !s.ok {
 			return nil
 		}
-		return b[s.from:s.to:s.to]
+		// Not capped: store finds a raw string's offset from its capacity (see spanOf).
+		return b[s.from:s.to]
 	}
 	msgs := p.out.Messages // ReuseMessages' spare array, or nil
 	*p.out = e.head
@@ -254,14 +328,26 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher) 
 		// Room for the conversation to grow by a few requests before the spare array must.
 		msgs = make([]Message, 0, need+need/4+16)
 	}
-	p.out.Messages = append(msgs[:0], e.messages[:check.k]...)
+	from := e.checks[0]
+	msgs = msgs[:0]
+	for _, pm := range e.past[:from.k] {
+		msgs = append(msgs, pm.message())
+		p.msgs = append(p.msgs, pm.text())
+	}
+	p.out.Messages = append(msgs, e.window[:check.k-from.k]...)
 	p.out.CacheBreakpoints = check.cb
-	for _, t := range e.texts[:check.k] {
+	for _, t := range e.windowTexts[:check.k-from.k] {
 		mt := t.messageText
 		mt.human = rebase(t.human)
 		p.msgs = append(p.msgs, mt)
 	}
-	for _, s := range e.results[:check.results] {
+	if u := e.firstUser; u >= 0 && u < from.k {
+		p.msgs[u].human = rebase(e.firstHuman)
+	}
+	// The results before the window's are only ever read for the last message's previews.
+	p.results = slices.Grow(p.results[:0], check.results)[:from.results]
+	clear(p.results)
+	for _, s := range e.windowResults[:check.results-from.results] {
 		p.results = append(p.results, rebase(s))
 	}
 	p.head = e.head
@@ -316,22 +402,22 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	}
 	b := p.r.b
 	checks := slices.Clone(p.checks)
-	last := checks[len(checks)-1]
+	first, last := checks[0], checks[len(checks)-1]
 
 	var e *bodyEntry
-	keep := 0 // messages (and texts, results) of e still valid
+	keep := 0 // messages of e.past still valid
 	if from != nil {
 		// The old entry's state up to its checkpoint is this body's too: extend it in place.
 		e = from.Value.(*bodyEntry)
 		keep = fromCheck.k
-		c.messages -= len(e.messages)
-		e.results = e.results[:fromCheck.results]
+		c.messages -= len(e.past)
 	} else {
 		e = &bodyEntry{key: key}
-		e.results = nil
 	}
-	e.messages = append(e.messages[:keep], p.out.Messages[keep:last.k]...)
-	e.texts = e.texts[:keep]
+	e.past = e.past[:keep]
+	for i := keep; i < last.k; i++ {
+		e.past = append(e.past, toPast(&p.out.Messages[i], &p.msgs[i]))
+	}
 	spanOf := func(raw []byte) span {
 		if raw == nil {
 			return span{}
@@ -339,19 +425,32 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 		from := cap(b) - cap(raw)
 		return span{from: from, to: from + len(raw), ok: true}
 	}
-	for _, t := range p.msgs[keep:last.k] {
-		e.texts = append(e.texts, textSpans{human: spanOf(t.human), messageText: t})
-		e.texts[len(e.texts)-1].messageText.human = nil
+	// The window's messages and texts were all decoded from this body or restored in full from
+	// the old entry's window: a resumed body's first checkpoint is not before the old one's.
+	e.window = append(e.window[:0], p.out.Messages[first.k:last.k]...)
+	e.windowTexts = e.windowTexts[:0]
+	for _, t := range p.msgs[first.k:last.k] {
+		e.windowTexts = append(e.windowTexts, textSpans{human: spanOf(t.human), messageText: t})
+		e.windowTexts[len(e.windowTexts)-1].messageText.human = nil
 	}
-	for _, raw := range p.results[len(e.results):last.results] {
-		e.results = append(e.results, spanOf(raw))
+	e.windowResults = e.windowResults[:0]
+	for _, raw := range p.results[first.results:last.results] {
+		e.windowResults = append(e.windowResults, spanOf(raw))
+	}
+	e.firstUser, e.firstHuman = -1, span{}
+	for i, m := range p.out.Messages[:last.k] {
+		if m.Role == RoleUser {
+			e.firstUser, e.firstHuman = i, spanOf(p.msgs[i].human)
+			break
+		}
 	}
 	// finish writes the previews of the last user or assistant message into its tool results:
-	// when that message is among those kept, keep its own copy of them.
+	// when that message is in the window, keep its own copy of them.
 	for i := n - 1; i >= 0; i-- {
 		if r := p.out.Messages[i].Role; r == RoleUser || r == RoleAssistant {
-			if i < last.k {
-				e.messages[i].ToolResults = slices.Clone(e.messages[i].ToolResults)
+			if i >= first.k && i < last.k {
+				w := &e.window[i-first.k]
+				w.ToolResults = slices.Clone(w.ToolResults)
 			}
 			break
 		}
@@ -370,7 +469,7 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	e.tailLen = len(b) - p.tailStart
 	e.tailHash = xxh3.Hash(b[p.tailStart:])
 	e.tailCB = p.out.CacheBreakpoints - p.tailCB
-	c.messages += len(e.messages)
+	c.messages += len(e.past)
 
 	if from != nil {
 		c.lru.MoveToFront(from)
@@ -406,6 +505,6 @@ func (c *BodyCache) evict(el *list.Element) {
 	} else {
 		c.byKey[e.key] = els
 	}
-	c.messages -= len(e.messages)
+	c.messages -= len(e.past)
 	c.lru.Remove(el)
 }

@@ -277,6 +277,64 @@ func TestBodyCacheShorterBody(t *testing.T) {
 	}
 }
 
+// TestBodyCacheLastAssistantBeforeWindow resumes a body whose last assistant message comes
+// before the entry's window (the messages it keeps in full): the user messages after it carry
+// tool results the entry kept nothing of, so the body must be decoded whole, with them.
+func TestBodyCacheLastAssistantBeforeWindow(t *testing.T) {
+	c := NewBodyCache(0)
+	cv := &conversation{}
+	cv.add("user", text("start"))
+	for i := range 3 {
+		id := fmt.Sprint("toolu_", i)
+		cv.add("assistant", text("calling"), toolUse(id, "Read"))
+		cv.add("user", toolResult(id, "result", false))
+	}
+	// Claude Code sends queued prompts and hook output as more user messages.
+	for i := range 4 {
+		cv.add("user", text(fmt.Sprint("queued ", i)))
+	}
+	parseBoth(t, c, "k", cv.body(t), "")
+	cv.add("user", text("one more"))
+	got := parseBoth(t, c, "k", cv.body(t), "")
+	if !got {
+		t.Fatal("second body did not even start from the first one")
+	}
+	b, _ := c.Parse("k", cv.body(t), "")
+	if r := b.Messages[6].ToolResults; len(r) != 1 || r[0].ToolUseID != "toolu_2" {
+		t.Fatalf("tool result after the last assistant message: %+v", r)
+	}
+}
+
+// TestBodyCacheHoldsManyLongConversations checks that the default bound keeps 128 conversations
+// of 1,100 messages each (a 1 MB Claude Code session has about that many) resumable: with a few
+// hundred bytes per message the default bound held about 30 of them, and 128 sessions taking turns missed
+// every time, each body decoded whole.
+func TestBodyCacheHoldsManyLongConversations(t *testing.T) {
+	c := NewBodyCache(0, ReuseMessages())
+	bodies := make([][]byte, 128)
+	for s := range bodies {
+		cv := &conversation{}
+		for i := range 550 {
+			id := fmt.Sprintf("toolu_%d_%d", s, i)
+			cv.add("assistant", toolUse(id, "Read"))
+			cv.add("user", toolResult(id, "ok", false))
+		}
+		bodies[s] = cv.body(t)
+		if _, err := c.Parse(fmt.Sprint(s), bodies[s], ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := c.Stats()
+	for s, b := range bodies {
+		if _, err := c.Parse(fmt.Sprint(s), b, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after, _ := c.Stats(); after-before != len(bodies) {
+		t.Fatalf("%d of %d conversations resumed (%d messages kept)", after-before, len(bodies), c.messages)
+	}
+}
+
 // TestBodyCacheRepeatedKey decodes bodies with two messages arrays (JSON allows a repeated key;
 // ParseBody reads both): the second array's checkpoints must not use the first one's offsets.
 func TestBodyCacheRepeatedKey(t *testing.T) {

@@ -251,7 +251,12 @@ type Message struct {
 	// Text is the message's human text (system reminders skipped), truncated to HumanTextLimit.
 	// Only filled for the last user/assistant message and the first user message.
 	Text string
-	// ToolResults lists the tool_result blocks, in order (user messages only).
+	// ToolResults lists the tool_result blocks, in order (user messages only). ToolResults and
+	// ToolUseIDs are only filled from the last assistant message on (for every message when
+	// there is none): the tool calls in progress and their results. Earlier messages carry the
+	// results of calls already answered, which the tracker does not look at again, and dropping
+	// them is what lets a BodyCache keep about 40 bytes per message of a history instead of a
+	// few hundred.
 	ToolResults []ToolResult
 	// ToolUseIDs lists the ids of tool_use blocks (assistant messages only).
 	ToolUseIDs []string
