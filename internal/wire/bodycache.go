@@ -77,10 +77,10 @@ type bodyEntry struct {
 	// checkpoint, compactly; window has those from the first checkpoint on (checks[0].k) in
 	// full, as decoded, before ParseBody's finishing touches (the texts and previews it keeps
 	// of the first and last messages), with their texts, and windowResults the raw first texts
-	// of their tool results (from index checks[0].results of the parser's results). Only a
-	// body whose last assistant message is in the window or after it can be resumed: finish
-	// drops the rest of the messages before it. firstUser is the index of the first user
-	// message, -1 when past has none, and firstHuman its raw first human text.
+	// of their tool results (from index checks[0].results of the parser's results). A body
+	// whose last assistant message comes before the window is only resumed when the messages
+	// between have no tool results or tool calls (see restorable). firstUser is the index of
+	// the first user message, -1 when past has none, and firstHuman its raw first human text.
 	past          []pastMessage
 	window        []Message
 	windowTexts   []textSpans
@@ -239,9 +239,7 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 		c.hits++
 		e := elem.Value.(*bodyEntry)
 		p.resume(e, check, digest)
-		// A body whose last assistant message comes before the window needs tool results the
-		// entry did not keep.
-		ok = p.resumeParse(e) && lastAssistant(p.out.Messages) >= e.checks[0].k
+		ok = p.resumeParse(e) && e.restorable(lastAssistant(p.out.Messages))
 	} else {
 		c.misses++
 		ok = p.parse()
@@ -250,6 +248,8 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 		if elem != nil {
 			// Decode it whole, for the same error as ParseBody's (or the fields the entry
 			// did not keep).
+			c.hits--
+			c.misses++
 			return ParseBody(body, contentEncoding)
 		}
 		if p.r.err == nil {
@@ -309,6 +309,27 @@ func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkp
 		}
 	}
 	return nil, checkpoint{}, digest
+}
+
+// restorable reports whether the messages a resumed body takes from e.past (those before the
+// window) are what ParseBody decodes them to, given the index of the body's last assistant
+// message (-1: none). past keeps no tool results and no tool_use ids, which ParseBody keeps
+// from that message on: only messages that have none can come from it.
+func (e *bodyEntry) restorable(lastAssistant int) bool {
+	from := e.checks[0].k
+	for _, pm := range e.past[min(max(lastAssistant, 0), from):from] {
+		switch pastRoles[pm.role] {
+		case RoleUser:
+			if pm.blocks.Get(BlockToolResult) > 0 {
+				return false
+			}
+		case RoleAssistant:
+			if pm.blocks.Get(BlockToolUse) > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // resume sets the parser to the state it would have at check after decoding b from its start.

@@ -277,9 +277,9 @@ func TestBodyCacheShorterBody(t *testing.T) {
 	}
 }
 
-// TestBodyCacheLastAssistantBeforeWindow resumes a body whose last assistant message comes
-// before the entry's window (the messages it keeps in full): the user messages after it carry
-// tool results the entry kept nothing of, so the body must be decoded whole, with them.
+// TestBodyCacheLastAssistantBeforeWindow decodes a body whose last assistant message comes
+// before the entry's window (the messages it keeps in full): when the user messages after it
+// carry tool results the entry kept nothing of, it must be decoded whole, with them.
 func TestBodyCacheLastAssistantBeforeWindow(t *testing.T) {
 	c := NewBodyCache(0)
 	cv := &conversation{}
@@ -295,13 +295,24 @@ func TestBodyCacheLastAssistantBeforeWindow(t *testing.T) {
 	}
 	parseBoth(t, c, "k", cv.body(t), "")
 	cv.add("user", text("one more"))
-	got := parseBoth(t, c, "k", cv.body(t), "")
-	if !got {
-		t.Fatal("second body did not even start from the first one")
+	if parseBoth(t, c, "k", cv.body(t), "") {
+		t.Error("resumed without the tool results of the messages before the window")
 	}
 	b, _ := c.Parse("k", cv.body(t), "")
 	if r := b.Messages[6].ToolResults; len(r) != 1 || r[0].ToolUseID != "toolu_2" {
 		t.Fatalf("tool result after the last assistant message: %+v", r)
+	}
+
+	// Without tool results between, the body is resumed: a conversation of user messages only,
+	// such as the bench's small requests.
+	cv = &conversation{}
+	for i := range 6 {
+		cv.add("user", text(fmt.Sprint("prompt ", i)))
+	}
+	parseBoth(t, c, "users", cv.body(t), "")
+	cv.add("user", text("one more"))
+	if !parseBoth(t, c, "users", cv.body(t), "") {
+		t.Error("a conversation without assistant messages was not resumed")
 	}
 }
 
