@@ -75,8 +75,9 @@ type bodyParser struct {
 	// head is the request's fields as they stood when the messages array began.
 	head Body
 	// shared is how many messages were copied from a cache entry: their slices are shared with
-	// it and must not be written to.
-	shared int
+	// it and must not be written to. fromPast is how many of those came from its compact past,
+	// without tool results or tool_use ids.
+	shared, fromPast int
 	// startsFrom is the first message whose entry in starts is known (when resumed, the
 	// messages before the resume point were not read).
 	startsFrom int
@@ -559,7 +560,7 @@ func isHumanText(raw []byte) bool {
 // Message.ToolResults).
 func (p *bodyParser) finish() {
 	msgs := p.out.Messages
-	for i := range msgs[:max(lastAssistant(msgs), 0)] {
+	for i := p.fromPast; i < lastAssistant(msgs); i++ {
 		// Messages shared with a BodyCache entry are copies: this leaves the entry's alone.
 		msgs[i].ToolResults, msgs[i].ToolUseIDs = nil, nil
 	}

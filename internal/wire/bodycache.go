@@ -145,12 +145,8 @@ func toPast(m *Message, t *messageText) pastMessage {
 	return pm
 }
 
-// message returns the message as decoded, without its tool results, tool_use ids and raw text.
-func (pm pastMessage) message() Message {
-	return Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0}
-}
-
-// text returns its text's flags, without raw text.
+// text returns its text's flags, without raw text. (The message itself is what resume makes of
+// its role, blocks and pastHumanText: no tool results, tool_use ids or text.)
 func (pm pastMessage) text() messageText {
 	return messageText{
 		planMode:         pm.flags&pastPlanMode != 0,
@@ -350,11 +346,17 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher) 
 		msgs = make([]Message, 0, need+need/4+16)
 	}
 	from := e.checks[0]
-	msgs = msgs[:0]
-	for _, pm := range e.past[:from.k] {
-		msgs = append(msgs, pm.message())
-		p.msgs = append(p.msgs, pm.text())
+	// Written in place, not appended one by one: this is most of a resumed body's cost.
+	msgs = slices.Grow(msgs[:0], from.k)[:from.k]
+	p.msgs = slices.Grow(p.msgs[:0], from.k)[:from.k]
+	clear(p.msgs)
+	for i, pm := range e.past[:from.k] {
+		msgs[i] = Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0}
+		if pm.flags&^pastHumanText != 0 {
+			p.msgs[i] = pm.text()
+		}
 	}
+	p.fromPast = from.k
 	p.out.Messages = append(msgs, e.window[:check.k-from.k]...)
 	p.out.CacheBreakpoints = check.cb
 	for _, t := range e.windowTexts[:check.k-from.k] {
