@@ -28,8 +28,8 @@ func (r *opReader) next(n int) int {
 
 // fuzzSession drives one tracker with a sequence of exchanges decoded from fuzz bytes: prompts,
 // tool results (for waited-on, resent and unknown ids), compactions, subagents, side requests,
-// count_tokens, undecodable bodies, retries, responses of every outcome in any order, ticks over
-// every timeout, and responses to exchanges that do not exist.
+// count_tokens, undecodable bodies and bodies left undecoded, retries, responses of every
+// outcome in any order, ticks over every timeout, and responses to exchanges that do not exist.
 type fuzzSession struct {
 	c    *convo
 	r    *opReader
@@ -91,6 +91,10 @@ func (f *fuzzSession) request() {
 		req.Body.System.Subagent = c.agentID != "" && r.next(2) == 0
 		req.Body.TaskNotification = r.next(8) == 0
 		req.Body.PlanMode = r.next(4) == 0
+	} else if req.Endpoint == wire.EndpointMessages && r.next(2) == 0 {
+		// Forwarded without its body decoded (a memory budget was full), large or small.
+		req.ParseError = wire.NotDecodedCopyBudget
+		req.BodySize = int64(r.next(2)) << 20
 	}
 	req.Headers = wire.Headers{SessionID: c.session, AgentID: c.agentID, RetryCount: r.next(2)}
 	if r.next(8) == 0 {

@@ -138,13 +138,19 @@ type Compaction struct {
 	ContextBefore int
 }
 
+// ToolOutcomeUnknown is the outcome of a tool call whose result came in a request cctrace
+// forwarded without decoding its body (a memory budget was full): the call is over, but whether
+// it succeeded is not known. Not an error.
+const ToolOutcomeUnknown = "unknown"
+
 // Tool describes one tool round trip: from the end of its tool_use block in a response to the
 // arrival of its tool_result in a later request.
 type Tool struct {
 	Name   string
 	CallID string
-	// Outcome is "success", "error" (is_error), or, when no result arrived, "interrupted"
-	// (a new prompt superseded the turn), "abandoned" (the turn ended otherwise) or "shutdown".
+	// Outcome is "success", "error" (is_error), ToolOutcomeUnknown (the result came in a request
+	// whose body cctrace did not decode), or, when no result arrived, "interrupted" (a new
+	// prompt superseded the turn), "abandoned" (the turn ended otherwise) or "shutdown".
 	Outcome     string
 	InputBytes  int
 	ResultBytes int
@@ -175,8 +181,9 @@ type Turn struct {
 	StopReason string
 	// Trigger says what started the turn: "prompt" (a human prompt), "task_notification"
 	// (Claude Code reporting a finished background task), "continuation" (a request without human
-	// text while no turn was open, e.g. tool results after cctrace restarted or a turn timed out)
-	// or "compaction" (a /compact summarisation).
+	// text while no turn was open, e.g. tool results after cctrace restarted or a turn timed out),
+	// "undecoded" (a large request of the main agent whose body cctrace did not decode, while no
+	// turn was open) or "compaction" (a /compact summarisation).
 	Trigger string
 	// Compaction is "manual" when this trace is a /compact summarisation.
 	Compaction string

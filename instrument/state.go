@@ -114,6 +114,9 @@ type exchange struct {
 // lastConversational returns the last user or assistant message: system-role messages (such as
 // the environment block Claude Code appends) do not count as "the last message".
 func lastConversational(b *wire.Body) *wire.Message {
+	if b == nil {
+		return nil
+	}
 	for i := len(b.Messages) - 1; i >= 0; i-- {
 		switch b.Messages[i].Role {
 		case wire.RoleUser, wire.RoleAssistant:

@@ -142,7 +142,7 @@ func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Tim
 			span.Tool.Result = t.cfg.scrub(r.Preview)
 		}
 	}
-	if outcome != "success" {
+	if outcome != "success" && outcome != ToolOutcomeUnknown {
 		span.Status, span.ErrorType = StatusError, outcome
 		if outcome == "error" {
 			span.ErrorType = "tool_error"

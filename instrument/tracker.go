@@ -88,6 +88,8 @@ func (t *Tracker) Request(req *wire.Request) {
 	case req.Endpoint == wire.EndpointCountTokens:
 		chat.Kind = RequestCountTokens
 		t.startSide(ex)
+	case req.Endpoint == wire.EndpointMessages && body == nil && wire.IsNotDecoded(req.ParseError):
+		t.startUndecoded(ex)
 	case req.Endpoint != wire.EndpointMessages || body == nil:
 		t.startSide(ex)
 	case isCompactionSummary(body):
