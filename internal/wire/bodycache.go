@@ -34,11 +34,10 @@ const DefaultBodyCacheMessages = 256 << 10
 // decoded at each of them: decoded messages and offsets, never the raw bytes. Of the messages
 // before those last ones it keeps only what ParseBody leaves of them (their roles and block
 // counts, not the tool results of calls answered long ago: see Message.ToolResults), about 40
-// bytes each. A new body whose
-// start hashes the same is decoded from that point on; hashing runs at memory speed, decoding
-// does not. When the members after the messages array (Claude Code's system prompt and tool
-// schemas, tens of KB) hash the same as the last body's too, what they decoded to is reused.
-// Anything else is decoded whole.
+// bytes each. A new body whose start hashes the same is decoded from that point on; hashing
+// runs at memory speed, decoding does not. When the members after the messages array (Claude
+// Code's system prompt and tool schemas, tens of KB) hash the same as the last body's too, what
+// they decoded to is reused. Anything else is decoded whole.
 //
 // Memory is bounded by the number of decoded messages kept over all conversations; the least
 // recently used are dropped first. A BodyCache is not safe for concurrent use.
