@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,29 @@ func BenchmarkBodyCache(b *testing.B) {
 			}
 			if resumed, _ := c.Stats(); resumed == 0 {
 				b.Fatal("nothing resumed")
+			}
+		})
+	}
+}
+
+// BenchmarkBodyCacheFirst decodes the first request of a conversation the way the pipeline does:
+// whole, through a BodyCache with ReuseMessages that remembers it for the next one.
+func BenchmarkBodyCacheFirst(b *testing.B) {
+	for _, size := range []int{10 << 10, 200 << 10, 1 << 20} {
+		body := claudeCodeBody(size)
+		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
+			c := NewBodyCache(0, ReuseMessages())
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				n++
+				if _, err := c.Parse(strconv.Itoa(n), body, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if resumed, _ := c.Stats(); resumed != 0 {
+				b.Fatal("a first request was resumed")
 			}
 		})
 	}

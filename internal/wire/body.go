@@ -64,6 +64,11 @@ type bodyParser struct {
 	// results holds the raw first text of every tool_result, for the previews of the last
 	// message (one slice for the whole body rather than one per message).
 	results [][]byte
+	// uses and pending hold, as read, the tool_use ids and tool_result blocks of messages not
+	// yet materialized (see materialize): most messages never are, since only those from the
+	// last assistant message on keep them.
+	uses    [][]byte
+	pending []pendingResult
 
 	// What a BodyCache needs to resume a later body of the same conversation (track set):
 	track bool
@@ -102,12 +107,26 @@ type msgStart struct {
 	results int // len(bodyParser.results) before it
 }
 
+// pendingResult is a tool_result block as read, before materialize makes a ToolResult of it.
+type pendingResult struct {
+	toolUseID []byte // raw
+	isError   bool
+	bytes     int
+	agentID   string
+}
+
 // messageText is what is remembered of a message's text while the body is being read.
 type messageText struct {
 	human []byte // raw first human text block
 	// resultsFrom and resultsTo delimit, in bodyParser.results, the raw first text of each of
 	// its tool_result blocks.
 	resultsFrom, resultsTo int
+	// usesFrom and usesTo delimit its tool_use ids in bodyParser.uses, pendingFrom and
+	// pendingTo its tool_result blocks in bodyParser.pending, until materialize has made the
+	// message's ToolUseIDs and ToolResults of them (then pendingTools is false).
+	usesFrom, usesTo       int
+	pendingFrom, pendingTo int
+	pendingTools           bool
 	planMode               bool // a text block carries the Plan Mode reminder
 	compact                bool // a text block carries the /compact command
 	taskNotification       bool // a text block carries a <task-notification>
@@ -322,29 +341,49 @@ func (p *bodyParser) message() {
 		p.starts[len(p.out.Messages)%checkpointRing] = msgStart{off: r.i, cb: p.out.CacheBreakpoints, results: len(p.results)}
 	}
 	m := Message{Role: RoleOther}
-	var text messageText
-	var toolUseIDs []string
+	text := messageText{pendingFrom: len(p.pending), pendingTools: true}
 	r.object(func(key []byte) {
 		switch string(key) {
 		case "role":
 			m.Role = parseRole(r.text())
 		case "content":
-			toolUseIDs = p.content(&m, &text)
+			p.content(&m, &text)
 		default:
 			r.skip()
 		}
 	})
-	switch m.Role {
-	case RoleUser:
+	text.pendingTo = len(p.pending)
+	if m.Role == RoleUser {
 		m.HumanText = text.human != nil
-	case RoleAssistant:
-		m.ToolUseIDs = toolUseIDs
-		m.ToolResults = nil
-	default:
-		m.ToolResults = nil
 	}
 	p.out.Messages = append(p.out.Messages, m)
 	p.msgs = append(p.msgs, text)
+}
+
+// materialize makes m's ToolUseIDs (an assistant message) or ToolResults (a user message) of
+// what the parser read of its blocks, once: the role decides which, and may have come after
+// the content.
+func (p *bodyParser) materialize(m *Message, t *messageText) {
+	if !t.pendingTools {
+		return
+	}
+	t.pendingTools = false
+	switch m.Role {
+	case RoleUser:
+		if t.pendingTo > t.pendingFrom {
+			m.ToolResults = make([]ToolResult, 0, t.pendingTo-t.pendingFrom)
+			for _, r := range p.pending[t.pendingFrom:t.pendingTo] {
+				m.ToolResults = append(m.ToolResults, ToolResult{ToolUseID: unquote(r.toolUseID), IsError: r.isError, Bytes: r.bytes, AgentID: r.agentID})
+			}
+		}
+	case RoleAssistant:
+		if t.usesTo > t.usesFrom {
+			m.ToolUseIDs = make([]string, 0, t.usesTo-t.usesFrom)
+			for _, id := range p.uses[t.usesFrom:t.usesTo] {
+				m.ToolUseIDs = append(m.ToolUseIDs, unquote(id))
+			}
+		}
+	}
 }
 
 func parseRole(s string) Role {
@@ -379,18 +418,20 @@ func parseBlockType(b []byte) BlockType {
 	}
 }
 
-// content reads a message's content (a string or a list of blocks) into m and text, and returns
-// the ids of its tool_use blocks. The role may not be known yet (keys come in any order), so
-// everything is collected and message() keeps what the role allows.
-func (p *bodyParser) content(m *Message, text *messageText) []string {
+// content reads a message's content (a string or a list of blocks) into m and text; the ids of
+// its tool_use blocks and its tool_result blocks go to the parser's uses and pending, for
+// materialize. The role may not be known yet (keys come in any order), so everything is
+// collected and materialize keeps what the role allows.
+func (p *bodyParser) content(m *Message, text *messageText) {
 	r := &p.r
+	// A repeated content key: the last one's tool_use ids count (its tool results add up).
+	text.usesFrom, text.usesTo = len(p.uses), len(p.uses)
 	if r.peek() == '"' {
 		raw, _ := r.str()
 		m.Blocks.Add(BlockText, 1)
 		p.textBlock(raw, text)
-		return nil
+		return
 	}
-	var toolUseIDs []string
 	text.resultsFrom, text.resultsTo = len(p.results), len(p.results)
 	r.array(func() {
 		var blk contentBlock
@@ -403,19 +444,19 @@ func (p *bodyParser) content(m *Message, text *messageText) []string {
 				p.textBlock(blk.text, text)
 			}
 		case BlockToolUse:
-			toolUseIDs = append(toolUseIDs, unquote(blk.id))
+			p.uses = append(p.uses, blk.id)
+			text.usesTo = len(p.uses)
 		case BlockToolResult:
-			m.ToolResults = append(m.ToolResults, ToolResult{
-				ToolUseID: unquote(blk.toolUseID),
-				IsError:   blk.isError,
-				Bytes:     blk.result.bytes,
-				AgentID:   blk.result.agentID,
+			p.pending = append(p.pending, pendingResult{
+				toolUseID: blk.toolUseID,
+				isError:   blk.isError,
+				bytes:     blk.result.bytes,
+				agentID:   blk.result.agentID,
 			})
 			p.results = append(p.results, blk.result.first)
 			text.resultsTo = len(p.results)
 		}
 	})
-	return toolUseIDs
 }
 
 // contentBlock is what one content block of a request carries, as raw bytes; which of it
@@ -560,9 +601,14 @@ func isHumanText(raw []byte) bool {
 // Message.ToolResults).
 func (p *bodyParser) finish() {
 	msgs := p.out.Messages
-	for i := p.fromPast; i < lastAssistant(msgs); i++ {
+	la := lastAssistant(msgs)
+	for i := p.fromPast; i < la; i++ {
 		// Messages shared with a BodyCache entry are copies: this leaves the entry's alone.
+		// Those decoded from this body never had any (see materialize).
 		msgs[i].ToolResults, msgs[i].ToolUseIDs = nil, nil
+	}
+	for i := max(la, 0); i < len(msgs); i++ {
+		p.materialize(&msgs[i], &p.msgs[i])
 	}
 	firstUser, lastUser, last := -1, -1, -1
 	for i, m := range msgs {

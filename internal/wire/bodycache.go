@@ -53,10 +53,12 @@ type BodyCache struct {
 	reuse bool
 	spare []Message
 
-	// Scratch reused from one Parse to the next: the parser's per-message texts and tool result
-	// texts, which never outlive a Parse.
+	// Scratch reused from one Parse to the next: the parser's per-message texts, tool result
+	// texts, tool_use ids and tool_result blocks, which never outlive a Parse.
 	texts   []messageText
 	results [][]byte
+	uses    [][]byte
+	pending []pendingResult
 }
 
 // bodyEntry is what a BodyCache remembers of the latest body of one conversation.
@@ -211,7 +213,7 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	if err != nil {
 		return nil, fmt.Errorf("decoding request body: %w", err)
 	}
-	p := bodyParser{r: jsonReader{b: b}, out: &Body{}, track: true, msgs: c.texts[:0], results: c.results[:0]}
+	p := bodyParser{r: jsonReader{b: b}, out: &Body{}, track: true, msgs: c.texts[:0], results: c.results[:0], uses: c.uses[:0], pending: c.pending[:0]}
 	if c.reuse {
 		p.out.Messages = c.spare[:0]
 	}
@@ -219,7 +221,9 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 		// Keep the scratch, without references into this body.
 		clear(p.msgs)
 		clear(p.results)
-		c.texts, c.results = p.msgs[:0], p.results[:0]
+		clear(p.uses)
+		clear(p.pending)
+		c.texts, c.results, c.uses, c.pending = p.msgs[:0], p.results[:0], p.uses[:0], p.pending[:0]
 		if c.reuse {
 			// The array this Body's messages are in (or the one a failed decode left) is the
 			// next one's.
@@ -448,7 +452,11 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 		return span{from: from, to: from + len(raw), ok: true}
 	}
 	// The window's messages and texts were all decoded from this body or restored in full from
-	// the old entry's window: a resumed body's first checkpoint is not before the old one's.
+	// the old entry's window: a resumed body's first checkpoint is not before the old one's. The
+	// window keeps them in full, tool results and tool_use ids made now.
+	for i := first.k; i < last.k; i++ {
+		p.materialize(&p.out.Messages[i], &p.msgs[i])
+	}
 	e.window = append(e.window[:0], p.out.Messages[first.k:last.k]...)
 	e.windowTexts = e.windowTexts[:0]
 	for _, t := range p.msgs[first.k:last.k] {
