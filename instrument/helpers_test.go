@@ -284,6 +284,30 @@ func usage(in, out, cacheRead, cacheWrite int) wire.Usage {
 	return wire.Usage{InputTokens: in, OutputTokens: out, CacheReadInputTokens: cacheRead, CacheCreationInputTokens: cacheWrite}
 }
 
+// startExplore sends a prompt of the main agent answered by an Agent call (toolu_ag), then that
+// subagent's first request, answered by a Glob call (toolu_s1); c is left sending as the
+// subagent. It returns the main agent's prompt and the subagent's.
+func (c *convo) startExplore() (parent, sub wire.Message) {
+	c.t.Helper()
+	parent = user("explore the repo")
+	id := c.send(parent)
+	c.reply(id, "tool_use", usage(10, 20, 0, 0), agentTool("toolu_ag", "Find the tests", "Explore", false))
+	c.agentID, c.tools = "a1b2c3", 5
+	sub = user("Find the tests")
+	id = c.send(sub)
+	c.reply(id, "tool_use", usage(3, 4, 0, 0), tool("toolu_s1", "Glob"))
+	return parent, sub
+}
+
+// endExplore sends, as the main agent again, the request carrying the Agent result of
+// startExplore, and its final answer.
+func (c *convo) endExplore(parent wire.Message) {
+	c.t.Helper()
+	c.agentID, c.tools = "", 20
+	id := c.send(parent, assistant("toolu_ag"), results("toolu_ag"))
+	c.reply(id, "end_turn", usage(10, 20, 0, 0))
+}
+
 func (c *convo) check(want string) {
 	c.t.Helper()
 	got := c.rec.traces()

@@ -63,20 +63,10 @@ invoke_agent claude-code [turn=1 outcome=end_turn req=2 tools=3 tool_errors=1 in
 
 func TestSubagentNestsUnderAgentCall(t *testing.T) {
 	c := newConvo(t)
-	p := user("explore the repo")
-	id := c.send(p)
-	c.reply(id, "tool_use", usage(10, 20, 0, 0), agentTool("toolu_ag", "Find the tests", "Explore", false))
-
-	c.agentID, c.tools = "a1b2c3", 5
-	sp := user("Find the tests")
-	sid := c.send(sp)
-	c.reply(sid, "tool_use", usage(3, 4, 0, 0), tool("toolu_s1", "Glob"))
-	sid = c.send(sp, assistant("toolu_s1"), results("toolu_s1"))
+	p, sp := c.startExplore()
+	sid := c.send(sp, assistant("toolu_s1"), results("toolu_s1"))
 	c.reply(sid, "end_turn", usage(3, 4, 0, 0))
-
-	c.agentID, c.tools = "", 20
-	id = c.send(p, assistant("toolu_ag"), results("toolu_ag"))
-	c.reply(id, "end_turn", usage(10, 20, 0, 0))
+	c.endExplore(p)
 	c.check(`
 invoke_agent claude-code [turn=1 outcome=end_turn req=4 tools=2 subagents=1 in=26 out=48]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]

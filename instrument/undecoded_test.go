@@ -57,24 +57,14 @@ chat [kind=auxiliary stop=end_turn]
 // TestUndecodedSubagentRequest: a subagent's request left undecoded stays in the subagent's run.
 func TestUndecodedSubagentRequest(t *testing.T) {
 	c := newConvo(t, WithContentCapture(func(s string) string { return s }))
-	p := user("explore the repo")
-	id := c.send(p)
-	c.reply(id, "tool_use", usage(10, 20, 0, 0), agentTool("toolu_ag", "Find the tests", "Explore", false))
-
-	c.agentID, c.tools = "a1b2c3", 5
-	sp := user("Find the tests")
-	sid := c.send(sp)
-	c.reply(sid, "tool_use", usage(3, 4, 0, 0), tool("toolu_s1", "Glob"))
-	sid = c.undecoded(100 << 10)
+	p, _ := c.startExplore()
+	sid := c.undecoded(100 << 10)
 	c.reply(sid, "end_turn", usage(3, 4, 0, 0))
 	// A subagent the tracker never saw: a side request.
 	c.agentID = "ffff"
 	sid = c.undecoded(100 << 10)
 	c.reply(sid, "end_turn", usage(1, 1, 0, 0))
-
-	c.agentID, c.tools = "", 20
-	id = c.send(p, assistant("toolu_ag"), results("toolu_ag"))
-	c.reply(id, "end_turn", usage(10, 20, 0, 0))
+	c.endExplore(p)
 	c.check(`
 invoke_agent claude-code [turn=1 outcome=end_turn req=5 tools=2 subagents=1 in=27 out=49]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
