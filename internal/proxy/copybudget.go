@@ -33,6 +33,9 @@ type copyBudget struct {
 	interval time.Duration
 }
 
+// copyBudgetWarning is the message of the warning that copies were refused.
+const copyBudgetWarning = "copy budget full: bodies forwarded without being decoded"
+
 // copyBudgetWarnInterval is the least time between two warnings that copies were refused: a
 // burst of refusals is one line in the log, not one per exchange.
 const copyBudgetWarnInterval = time.Minute
@@ -88,7 +91,7 @@ func (b *copyBudget) warn(others int64) {
 	if !b.lastWarn.CompareAndSwap(last, now) {
 		return // another copy's refusal is logging it
 	}
-	b.log.Warn("copy budget full: bodies forwarded without being decoded",
+	b.log.Warn(copyBudgetWarning,
 		"bodies", b.refused.Swap(0), "copying_bytes", others, "budget_bytes", b.limit)
 }
 
@@ -97,7 +100,7 @@ func (b *copyBudget) flush() {
 	b.pending.Store(false)
 	if n := b.refused.Swap(0); n > 0 {
 		b.lastWarn.Store(time.Now().UnixNano())
-		b.log.Warn("copy budget full: bodies forwarded without being decoded", "bodies", n, "budget_bytes", b.limit)
+		b.log.Warn(copyBudgetWarning, "bodies", n, "budget_bytes", b.limit)
 	}
 }
 
