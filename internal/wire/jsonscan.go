@@ -421,23 +421,14 @@ func (r *jsonReader) rawString() []byte {
 				i += 2
 				saved++
 			case 'u':
-				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+				n, more, ok := uEscape(b, i)
+				if !ok {
 					r.i = i + 2
 					r.fail("in \\u hexadecimal character escape")
 					return nil
 				}
-				ru := hex4(b[i+2:])
-				n := 6
-				if utf16.IsSurrogate(ru) {
-					ru = utf8.RuneError
-					if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' && isHex4(b[i+8:i+12]) {
-						if dec := utf16.DecodeRune(hex4(b[i+2:]), hex4(b[i+8:])); dec != utf8.RuneError {
-							ru, n = dec, 12
-						}
-					}
-				}
 				i += n
-				saved += n - utf8.RuneLen(ru)
+				saved += more
 			default:
 				r.i = i + 1
 				r.fail("in string escape code")
@@ -449,6 +440,26 @@ func (r *jsonReader) rawString() []byte {
 			return nil
 		}
 	}
+}
+
+// uEscape reads the \u escape at b[i] (b[i+1] is 'u'): n is its length, 6 or 12 for a surrogate
+// pair, and saved the bytes it takes beyond the UTF-8 it decodes to (a lone surrogate decodes
+// to U+FFFD); ok is false when four hex digits do not follow.
+func uEscape(b []byte, i int) (n, saved int, ok bool) {
+	if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+		return 0, 0, false
+	}
+	ru := hex4(b[i+2:])
+	n = 6
+	if utf16.IsSurrogate(ru) {
+		ru = utf8.RuneError
+		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' && isHex4(b[i+8:i+12]) {
+			if dec := utf16.DecodeRune(hex4(b[i+2:]), hex4(b[i+8:])); dec != utf8.RuneError {
+				ru, n = dec, 12
+			}
+		}
+	}
+	return n, n - utf8.RuneLen(ru), true
 }
 
 // oddBits has the bits of odd positions set.

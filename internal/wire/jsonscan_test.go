@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // rawStringSlow is rawString one byte at a time, the way it was before it learned to read eight
-// and 64 bytes at a time: the reference the fast paths are checked against.
+// and 64 bytes at a time: the reference the fast paths are checked against. Both read \u
+// escapes with uEscape, which checkUnquote compares with encoding/json.
 func (r *jsonReader) rawStringSlow() []byte {
 	b := r.b
 	i := r.i + 1
@@ -42,22 +41,14 @@ func (r *jsonReader) rawStringSlow() []byte {
 				i += 2
 				saved++
 			case 'u':
-				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+				n, more, ok := uEscape(b, i)
+				if !ok {
 					r.i = i + 2
 					r.fail("in \\u hexadecimal character escape")
 					return nil
 				}
-				ru, n := hex4(b[i+2:]), 6
-				if utf16.IsSurrogate(ru) {
-					ru = utf8.RuneError
-					if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' && isHex4(b[i+8:i+12]) {
-						if dec := utf16.DecodeRune(hex4(b[i+2:]), hex4(b[i+8:])); dec != utf8.RuneError {
-							ru, n = dec, 12
-						}
-					}
-				}
 				i += n
-				saved += n - utf8.RuneLen(ru)
+				saved += more
 			default:
 				r.i = i + 1
 				r.fail("in string escape code")
