@@ -14,7 +14,7 @@ func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun) {
 	var key []byte
 	switch {
 	case req.Headers.AgentID != "":
-		key = append(append(buf[:0], "agent:"...), req.Headers.AgentID...)
+		key = agentKey(buf[:0], req.Headers.AgentID)
 	case body.System.Subagent:
 		key = promptKey(buf[:0], body.FirstHumanTextHash)
 	default:
@@ -38,6 +38,11 @@ func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun) {
 		ch.sub = t.startSubagent(ex)
 	}
 	return ch, ch.sub
+}
+
+// agentKey appends the key of the subagent chain whose requests carry agent id id.
+func agentKey(dst []byte, id string) []byte {
+	return append(append(dst, "agent:"...), id...)
 }
 
 // promptKey appends the key of the subagent chain whose first human text hashes to h.

@@ -50,15 +50,15 @@ func (t *Tracker) startUndecoded(ex *exchange) {
 	sess := ex.sess
 	now := req.Time
 	if id := req.Headers.AgentID; id != "" {
-		ch := sess.agents["agent:"+id]
+		var buf [64]byte
+		ch := sess.agents[string(agentKey(buf[:0], id))]
 		if ch == nil || ch.sub == nil || ch.sub.ended {
 			t.startSide(ex)
 			return
 		}
-		ex.chain, ex.sub = ch, ch.sub
-		ex.span.Agent = ch.sub.span.Agent
+		ex.chain = ch
 		t.endChainTools(sess, ch, now, ToolOutcomeUnknown)
-		t.startChild(ex, ch.sub.span, ch.sub.turn)
+		t.joinRun(ex, ch.sub)
 		return
 	}
 	if req.BodySize < undecodedMainMin {
@@ -72,7 +72,21 @@ func (t *Tracker) startUndecoded(ex *exchange) {
 		tr = t.startTurn(sess, now, ex)
 		tr.span.Turn.Trigger = "undecoded"
 	}
-	tr.deadline, tr.canceled, tr.lastSeen = time.Time{}, false, now
+	t.joinTurn(ex, tr, now)
+}
+
+// joinRun starts ex's chat span in the subagent run sub.
+func (t *Tracker) joinRun(ex *exchange, sub *subagentRun) {
+	ex.sub = sub
+	ex.span.Agent = sub.span.Agent
+	t.startChild(ex, sub.span, sub.turn)
+}
+
+// joinTurn starts ex's chat span in the main chain's turn tr, which a request at now keeps open.
+func (t *Tracker) joinTurn(ex *exchange, tr *turn, now time.Time) {
+	tr.deadline = time.Time{}
+	tr.canceled = false
+	tr.lastSeen = now
 	t.startChild(ex, tr.span, tr)
 }
 
@@ -106,9 +120,7 @@ func (t *Tracker) startConversational(ex *exchange) {
 
 	if sub != nil {
 		chat.Kind = RequestSubagent
-		ex.sub = sub
-		ex.span.Agent = sub.span.Agent
-		t.startChild(ex, sub.span, sub.turn)
+		t.joinRun(ex, sub)
 	} else {
 		if !retry {
 			chat.Kind = RequestToolResults
@@ -134,10 +146,7 @@ func (t *Tracker) startConversational(ex *exchange) {
 			}
 		}
 		t.trackPlanMode(sess, tr, body.PlanMode, req.Time)
-		tr.deadline = time.Time{}
-		tr.canceled = false
-		tr.lastSeen = req.Time
-		t.startChild(ex, tr.span, tr)
+		t.joinTurn(ex, tr, req.Time)
 	}
 	if compaction != nil {
 		chat.Compacted = true
