@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Reproduces the figures in BENCHMARKS.md: builds cctrace and cctrace-bench, then compares, on
 # this machine and in one interleaved run, direct requests to a fast local upstream, a bare
-# httputil.ReverseProxy, nginx, cctrace exporting to a no-op OTLP receiver and cctrace exporting
-# to Jaeger, and finally runs the Go benchmarks of the hot paths.
+# httputil.ReverseProxy (twice: the second is a control, for the run's noise), nginx, cctrace
+# exporting to a no-op OTLP receiver and cctrace exporting to Jaeger, and finally runs the Go
+# benchmarks of the hot paths.
 #
 #   bash scripts/bench.sh                  # full run (about 10 minutes on 2 cores)
 #   bash scripts/bench.sh -reps 3          # any cctrace-bench flag is passed on

@@ -1,6 +1,7 @@
 // Command cctrace-bench measures what cctrace adds to a Claude Code request, side by side with
 // what users would otherwise run: the same Claude-Code-shaped traffic, in one run, interleaved,
-// sent directly to a fast local upstream, through a bare httputil.ReverseProxy, through nginx,
+// sent directly to a fast local upstream, through a bare httputil.ReverseProxy (and through a
+// second one, a control that shows how far two identical proxies differ in the run), through nginx,
 // through cctrace exporting to an OTLP receiver that drops spans, and through cctrace exporting
 // to a real Jaeger.
 //
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
-		variants   = fs.String("variants", "direct,bare,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt)")
+		variants   = fs.String("variants", "direct,bare,bare-control,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt); bare-control is a second bare proxy, whose ratios to bare are the run's noise")
 		sizes      = fs.String("sizes", "10240,204800,1048576", "request body sizes in bytes")
 		concs      = fs.String("concurrency", "1,16,128", "client concurrency levels")
 		pacedSizes = fs.String("paced-sizes", "204800", "body sizes also run with a paced stream")
@@ -215,8 +216,8 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		switch name {
 		case "direct":
 			v = bench.Direct(up)
-		case "bare":
-			v, err = bench.StartBare(ctx, dir, cfg.self, up.URL())
+		case "bare", "bare-control":
+			v, err = bench.StartBare(ctx, name, dir, cfg.self, up.URL())
 		case "cctrace-proxy":
 			v, err = bench.StartProxyOnly(ctx, dir, cfg.self, up.URL())
 		case "nginx":
@@ -277,6 +278,11 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		cfg.reps, len(stream.Events), len(stream.Bytes))
 	sums := bench.Summarise(samples)
 	bench.WriteTables(w, sums, "bare")
+	if c, ok := bench.Control(sums, "bare-control", "bare"); ok {
+		fmt.Fprintf(w, "bare-control, a second bare proxy (the same binary, in its own process), against bare: the noise of this run. "+
+			"Unpaced cells: TTFB p50 %s, p99 %s, CPU per request %s. Paced cells: TTFB p50 %s, event delay p99 %s.\n\n",
+			c.TTFB50, c.TTFB99, c.CPUPerReq, c.PacedTTFB50, c.PacedEvent99)
+	}
 
 	fmt.Fprintln(w, "| variant | RSS at start MiB | RSS idle after load MiB | peak RSS sampled in flight MiB | VmHWM MiB |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|")

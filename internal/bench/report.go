@@ -118,6 +118,61 @@ func Summarise(samples []Sample) []Summary {
 	return out
 }
 
+// ControlRanges are the ratios of a control variant, a second copy of the baseline, to the
+// baseline over the cells, each as "lo–hi×" ("lo×" when they are one, "–" when there are none): how far two
+// identical proxies measured apart in the run, so that a ratio of another variant inside them
+// is not a difference.
+type ControlRanges struct {
+	TTFB50, TTFB99, CPUPerReq string // unpaced cells
+	PacedTTFB50, PacedEvent99 string // paced cells
+}
+
+// Control returns the ranges of control's ratios to baseline, and false when sums have no cell
+// with both.
+func Control(sums []Summary, control, baseline string) (ControlRanges, bool) {
+	base := map[Cell]Summary{}
+	for _, s := range sums {
+		if s.Variant == baseline {
+			base[s.Cell] = s
+		}
+	}
+	var ttfb50, ttfb99, cpu, pacedTTFB, pacedEvent []float64
+	ratio := func(dst *[]float64, v, b float64) {
+		if v > 0 && b > 0 {
+			*dst = append(*dst, v/b)
+		}
+	}
+	for _, s := range sums {
+		b, ok := base[s.Cell]
+		if s.Variant != control || !ok {
+			continue
+		}
+		if s.Cell.Pace > 0 {
+			ratio(&pacedTTFB, s.TTFB50, b.TTFB50)
+			ratio(&pacedEvent, s.Event99, b.Event99)
+		} else {
+			ratio(&ttfb50, s.TTFB50, b.TTFB50)
+			ratio(&ttfb99, s.TTFB99, b.TTFB99)
+			ratio(&cpu, s.CPUPerReq, b.CPUPerReq)
+		}
+	}
+	span := func(v []float64) string {
+		if len(v) == 0 {
+			return "–"
+		}
+		lo, hi := fmt.Sprintf("%.2f", slices.Min(v)), fmt.Sprintf("%.2f", slices.Max(v))
+		if lo == hi {
+			return lo + "×"
+		}
+		return lo + "–" + hi + "×"
+	}
+	c := ControlRanges{
+		TTFB50: span(ttfb50), TTFB99: span(ttfb99), CPUPerReq: span(cpu),
+		PacedTTFB50: span(pacedTTFB), PacedEvent99: span(pacedEvent),
+	}
+	return c, len(ttfb50)+len(pacedTTFB) > 0
+}
+
 // notDecoded is the share of tracked requests whose bodies a cctrace variant did not decode,
 // "–" for the other variants.
 func notDecoded(t Tracked) string {

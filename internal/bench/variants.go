@@ -95,13 +95,14 @@ func startVariant(ctx context.Context, name, dir string, env []string, readyPath
 }
 
 // StartBare starts self (the cctrace-bench binary) as "bare-proxy": a bare httputil.ReverseProxy
-// in its own process, so that its CPU and memory are read like every other proxy's.
-func StartBare(ctx context.Context, dir, self, upstream string) (*Variant, error) {
+// in its own process, so that its CPU and memory are read like every other proxy's. name is the
+// variant's: "bare", or "bare-control" for a second one (see Control).
+func StartBare(ctx context.Context, name, dir, self, upstream string) (*Variant, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return startVariant(ctx, "bare", dir, nil, "/", port, self, "bare-proxy",
+	return startVariant(ctx, name, dir, nil, "/", port, self, "bare-proxy",
 		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
 }
 
