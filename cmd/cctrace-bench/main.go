@@ -278,6 +278,11 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		cfg.reps, len(stream.Events), len(stream.Bytes))
 	sums := bench.Summarise(samples)
 	bench.WriteTables(w, sums, "bare")
+	if cfg.reps >= 6 {
+		fmt.Fprintln(w, "TTFB p50 against bare's in the same repetition and cell: the median over the repetitions, and the interval holding that median with 95 % confidence (order statistics):")
+		fmt.Fprintln(w)
+		bench.WritePairedRatios(w, bench.PairedRatios(samples, "bare"), "bare")
+	}
 	if c, ok := bench.Control(sums, "bare-control", "bare"); ok {
 		fmt.Fprintf(w, "bare-control, a second bare proxy (the same binary, in its own process), against bare: the noise of this run. "+
 			"Unpaced cells: TTFB p50 %s, p99 %s, CPU per request %s. Paced cells: TTFB p50 %s, event delay p99 %s.\n\n",

@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -171,6 +173,125 @@ func Control(sums []Summary, control, baseline string) (ControlRanges, bool) {
 		PacedTTFB50: span(pacedTTFB), PacedEvent99: span(pacedEvent),
 	}
 	return c, len(ttfb50)+len(pacedTTFB) > 0
+}
+
+// PairedRatio is the median over repetitions of one variant's TTFB p50 divided by the
+// baseline's in the same repetition and cell, with a 95 % interval for that median.
+type PairedRatio struct {
+	Cell    Cell
+	Variant string
+	Reps    int // repetitions with both figures
+	Median  float64
+	// Lo and Hi bound the median with at least 95 % confidence, from the order statistics of
+	// the ratios (no assumption about their distribution); both 0 for fewer than 6
+	// repetitions, where no such interval exists.
+	Lo, Hi float64
+}
+
+// PairedRatios returns the PairedRatio of every variant but baseline in every cell, in
+// first-seen order. Repetitions vary independently of each other on a shared machine (issue 6:
+// two identical proxies 0.08–0.16 apart over 8), so a cell's ratio is only as good as the number
+// of repetitions behind it; the interval says how good.
+func PairedRatios(samples []Sample, baseline string) []PairedRatio {
+	type key struct {
+		cell    Cell
+		variant string
+	}
+	type repKey struct {
+		cell Cell
+		rep  int
+	}
+	base := map[repKey]float64{}
+	for _, s := range samples {
+		if s.Variant == baseline {
+			base[repKey{s.Cell, s.Rep}] = ms(Percentile(s.TTFB, 50))
+		}
+	}
+	var order []key
+	ratios := map[key][]float64{}
+	for _, s := range samples {
+		b := base[repKey{s.Cell, s.Rep}]
+		v := ms(Percentile(s.TTFB, 50))
+		if s.Variant == baseline || b == 0 || v == 0 {
+			continue
+		}
+		k := key{s.Cell, s.Variant}
+		if _, ok := ratios[k]; !ok {
+			order = append(order, k)
+		}
+		ratios[k] = append(ratios[k], v/b)
+	}
+	out := make([]PairedRatio, 0, len(order))
+	for _, k := range order {
+		r := ratios[k]
+		slices.Sort(r)
+		pr := PairedRatio{Cell: k.cell, Variant: k.variant, Reps: len(r), Median: median(r)}
+		if j := medianRank(len(r)); j > 0 {
+			pr.Lo, pr.Hi = r[j-1], r[len(r)-j]
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// medianRank returns the largest j such that the j-th smallest and the j-th largest of n
+// samples bound their distribution's median with at least 95 % confidence: P(B < j) ≤ 2.5 %
+// for B binomial with n trials of one half. It returns 0 when n is too small for any (n < 6).
+func medianRank(n int) int {
+	j, cdf := 0, 0.0 // cdf is P(B ≤ j-1) once j ≥ 1
+	lc, _ := math.Lgamma(float64(n + 1))
+	for i := 0; i < n; i++ {
+		li, _ := math.Lgamma(float64(i + 1))
+		lr, _ := math.Lgamma(float64(n - i + 1))
+		cdf += math.Exp(lc - li - lr - float64(n)*math.Ln2) // P(B = i)
+		if cdf > 0.025 {
+			break
+		}
+		j = i + 1
+	}
+	return j
+}
+
+// WritePairedRatios writes PairedRatios as a Markdown table, one row per cell and a column per
+// variant, each "median× (lo–hi)", or "median× (n = reps)" where there is no interval.
+func WritePairedRatios(w io.Writer, ratios []PairedRatio, baseline string) {
+	type key struct {
+		cell    Cell
+		variant string
+	}
+	var cells []Cell
+	var variants []string
+	byKey := map[key]PairedRatio{}
+	for _, r := range ratios {
+		if !slices.Contains(cells, r.Cell) {
+			cells = append(cells, r.Cell)
+		}
+		if !slices.Contains(variants, r.Variant) {
+			variants = append(variants, r.Variant)
+		}
+		byKey[key{r.Cell, r.Variant}] = r
+	}
+	if len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "| cell, TTFB p50 ×%s | %s |\n", baseline, strings.Join(variants, " | "))
+	fmt.Fprintln(w, "|---"+strings.Repeat("|--:", len(variants))+"|")
+	for _, c := range cells {
+		fmt.Fprintf(w, "| %s |", c.Name())
+		for _, v := range variants {
+			r, ok := byKey[key{c, v}]
+			switch {
+			case !ok:
+				fmt.Fprint(w, " – |")
+			case r.Lo == 0:
+				fmt.Fprintf(w, " %.2f× (n = %d) |", r.Median, r.Reps)
+			default:
+				fmt.Fprintf(w, " %.2f× (%.2f–%.2f) |", r.Median, r.Lo, r.Hi)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 }
 
 // notDecoded is the share of tracked requests whose bodies a cctrace variant did not decode,

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,5 +38,56 @@ func TestControl(t *testing.T) {
 	got, ok = Control(sums[5:], "bare-control", "bare")
 	if !ok || got.TTFB50 != "–" || got.PacedTTFB50 != "1.20×" {
 		t.Errorf("Control of paced cells only = %+v, %v; want unpaced ranges \"–\"", got, ok)
+	}
+}
+
+func TestMedianRank(t *testing.T) {
+	// The 95 % ranks for the median from binomial tables (e.g. Conover, Practical
+	// Nonparametric Statistics): none below 6 samples.
+	for n, want := range map[int]int{1: 0, 5: 0, 6: 1, 8: 1, 9: 2, 20: 6, 50: 18, 100: 40} {
+		if got := medianRank(n); got != want {
+			t.Errorf("medianRank(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+func TestPairedRatios(t *testing.T) {
+	cell := Cell{BodySize: 10 << 10, Concurrency: 1, Duration: time.Second}
+	other := Cell{BodySize: 1 << 20, Concurrency: 1, Duration: time.Second}
+	ttfb := func(d time.Duration) Result { return Result{Requests: 1, TTFB: []time.Duration{d}} }
+	var samples []Sample
+	for rep := range 8 {
+		// bare's own TTFB moves from repetition to repetition; the variant's is 1.1 to 1.8
+		// times it in the same repetition, whatever bare's was.
+		b := time.Duration(rep+1) * time.Millisecond
+		samples = append(samples,
+			Sample{Rep: rep, Variant: "bare", Cell: cell, Result: ttfb(b)},
+			Sample{Rep: rep, Variant: "cctrace", Cell: cell, Result: ttfb(b * time.Duration(11+rep) / 10)},
+		)
+	}
+	// A repetition without bare counts for nothing; a cell with few repetitions has no interval.
+	samples = append(samples,
+		Sample{Rep: 9, Variant: "cctrace", Cell: cell, Result: ttfb(time.Hour)},
+		Sample{Rep: 0, Variant: "bare", Cell: other, Result: ttfb(2 * time.Millisecond)},
+		Sample{Rep: 0, Variant: "cctrace", Cell: other, Result: ttfb(3 * time.Millisecond)},
+	)
+	got := PairedRatios(samples, "bare")
+	if len(got) != 2 {
+		t.Fatalf("PairedRatios = %+v, want one per cell", got)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if r := got[0]; r.Cell != cell || r.Variant != "cctrace" || r.Reps != 8 || !near(r.Median, 1.45) || !near(r.Lo, 1.1) || !near(r.Hi, 1.8) {
+		t.Errorf("10 KB cell: %+v, want 8 reps, median 1.45 in 1.1–1.8", r)
+	}
+	if r := got[1]; r.Reps != 1 || !near(r.Median, 1.5) || r.Lo != 0 || r.Hi != 0 {
+		t.Errorf("1 MB cell: %+v, want 1 rep, median 1.5, no interval", r)
+	}
+
+	var table strings.Builder
+	WritePairedRatios(&table, got, "bare")
+	for _, want := range []string{"| cell, TTFB p50 ×bare | cctrace |", "| 10KB c1 unpaced | 1.45× (1.10–1.80) |", "| 1MB c1 unpaced | 1.50× (n = 1) |"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
 	}
 }
