@@ -5,7 +5,7 @@
 # exporting to a no-op OTLP receiver and cctrace exporting to Jaeger, and finally runs the Go
 # benchmarks of the hot paths.
 #
-#   bash scripts/bench.sh                  # full run (about 10 minutes on 2 cores)
+#   bash scripts/bench.sh                  # full run (about 15 minutes on 2 cores)
 #   bash scripts/bench.sh -reps 3          # any cctrace-bench flag is passed on
 #   bash scripts/bench.sh -short           # CI mode: a few seconds, no timing assertions; fails
 #                                          # only when a stream or body is not byte-identical,

@@ -66,17 +66,30 @@ type Summary struct {
 	Tracked Tracked
 }
 
+// cellVariant keys figures by cell and variant.
+type cellVariant struct {
+	cell    Cell
+	variant string
+}
+
+// baselineOf returns the summaries of the baseline variant, by cell.
+func baselineOf(sums []Summary, baseline string) map[Cell]Summary {
+	base := map[Cell]Summary{}
+	for _, s := range sums {
+		if s.Variant == baseline {
+			base[s.Cell] = s
+		}
+	}
+	return base
+}
+
 // Summarise groups samples by cell and variant (in first-seen order) and takes medians.
 func Summarise(samples []Sample) []Summary {
-	type key struct {
-		cell    Cell
-		variant string
-	}
-	var order []key
-	groups := map[key][]Figures{}
-	tracked := map[key]Tracked{}
+	var order []cellVariant
+	groups := map[cellVariant][]Figures{}
+	tracked := map[cellVariant]Tracked{}
 	for _, s := range samples {
-		k := key{s.Cell, s.Variant}
+		k := cellVariant{s.Cell, s.Variant}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -121,9 +134,9 @@ func Summarise(samples []Sample) []Summary {
 }
 
 // ControlRanges are the ratios of a control variant, a second copy of the baseline, to the
-// baseline over the cells, each as "lo–hi×" ("lo×" when they are one, "–" when there are none): how far two
-// identical proxies measured apart in the run, so that a ratio of another variant inside them
-// is not a difference.
+// baseline over the cells, each as "lo–hi×" ("lo×" when they are one, "–" when there are none):
+// how far two identical proxies measured apart in the run, so that a ratio of another variant
+// inside them is not a difference.
 type ControlRanges struct {
 	TTFB50, TTFB99, CPUPerReq string // unpaced cells
 	PacedTTFB50, PacedEvent99 string // paced cells
@@ -132,12 +145,7 @@ type ControlRanges struct {
 // Control returns the ranges of control's ratios to baseline, and false when sums have no cell
 // with both.
 func Control(sums []Summary, control, baseline string) (ControlRanges, bool) {
-	base := map[Cell]Summary{}
-	for _, s := range sums {
-		if s.Variant == baseline {
-			base[s.Cell] = s
-		}
-	}
+	base := baselineOf(sums, baseline)
 	var ttfb50, ttfb99, cpu, pacedTTFB, pacedEvent []float64
 	ratio := func(dst *[]float64, v, b float64) {
 		if v > 0 && b > 0 {
@@ -193,10 +201,6 @@ type PairedRatio struct {
 // two identical proxies 0.08–0.16 apart over 8), so a cell's ratio is only as good as the number
 // of repetitions behind it; the interval says how good.
 func PairedRatios(samples []Sample, baseline string) []PairedRatio {
-	type key struct {
-		cell    Cell
-		variant string
-	}
 	type repKey struct {
 		cell Cell
 		rep  int
@@ -207,15 +211,15 @@ func PairedRatios(samples []Sample, baseline string) []PairedRatio {
 			base[repKey{s.Cell, s.Rep}] = ms(Percentile(s.TTFB, 50))
 		}
 	}
-	var order []key
-	ratios := map[key][]float64{}
+	var order []cellVariant
+	ratios := map[cellVariant][]float64{}
 	for _, s := range samples {
 		b := base[repKey{s.Cell, s.Rep}]
 		v := ms(Percentile(s.TTFB, 50))
 		if s.Variant == baseline || b == 0 || v == 0 {
 			continue
 		}
-		k := key{s.Cell, s.Variant}
+		k := cellVariant{s.Cell, s.Variant}
 		if _, ok := ratios[k]; !ok {
 			order = append(order, k)
 		}
@@ -255,13 +259,9 @@ func medianRank(n int) int {
 // WritePairedRatios writes PairedRatios as a Markdown table, one row per cell and a column per
 // variant, each "median× (lo–hi)", or "median× (n = reps)" where there is no interval.
 func WritePairedRatios(w io.Writer, ratios []PairedRatio, baseline string) {
-	type key struct {
-		cell    Cell
-		variant string
-	}
 	var cells []Cell
 	var variants []string
-	byKey := map[key]PairedRatio{}
+	byKey := map[cellVariant]PairedRatio{}
 	for _, r := range ratios {
 		if !slices.Contains(cells, r.Cell) {
 			cells = append(cells, r.Cell)
@@ -269,7 +269,7 @@ func WritePairedRatios(w io.Writer, ratios []PairedRatio, baseline string) {
 		if !slices.Contains(variants, r.Variant) {
 			variants = append(variants, r.Variant)
 		}
-		byKey[key{r.Cell, r.Variant}] = r
+		byKey[cellVariant{r.Cell, r.Variant}] = r
 	}
 	if len(cells) == 0 {
 		return
@@ -279,7 +279,7 @@ func WritePairedRatios(w io.Writer, ratios []PairedRatio, baseline string) {
 	for _, c := range cells {
 		fmt.Fprintf(w, "| %s |", c.Name())
 		for _, v := range variants {
-			r, ok := byKey[key{c, v}]
+			r, ok := byKey[cellVariant{c, v}]
 			switch {
 			case !ok:
 				fmt.Fprint(w, " – |")
@@ -319,12 +319,7 @@ func median(v []float64) float64 {
 // total time, throughput, CPU) and one for paced cells (per-event delay, memory in flight), each
 // figure with its ratio to the baseline variant in the same cell.
 func WriteTables(w io.Writer, sums []Summary, baseline string) {
-	base := map[Cell]Summary{}
-	for _, s := range sums {
-		if s.Variant == baseline {
-			base[s.Cell] = s
-		}
-	}
+	base := baselineOf(sums, baseline)
 	ratio := func(v, b float64) string {
 		if b == 0 || v == 0 {
 			return "–"
