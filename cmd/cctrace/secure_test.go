@@ -332,7 +332,13 @@ func TestListenerTLS(t *testing.T) {
 	defer upstream.Close()
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	s := startServe(t, nil, "--upstream", upstream.URL, "--tls-cert", certFile, "--tls-key", keyFile)
-	if !strings.Contains(s.out.String(), "ANTHROPIC_BASE_URL=https://"+s.proxyAddr) {
+	// serve prints its base URL after both listeners run, so /healthz, which startServe waits
+	// for, can answer a moment before the line is out.
+	want := "ANTHROPIC_BASE_URL=https://" + s.proxyAddr
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.out.String(), want) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(s.out.String(), want) {
 		t.Errorf("cctrace does not print its https base URL:\n%s", s.out.String())
 	}
 	for _, h2 := range []bool{false, true} {
