@@ -278,10 +278,23 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		cfg.reps, len(stream.Events), len(stream.Bytes))
 	sums := bench.Summarise(samples)
 	bench.WriteTables(w, sums, "bare")
+	fmt.Fprintln(w, "TTFB in its parts (medians of p50s): outbound, from sending the request to the upstream having read its body; "+
+		"back, from the upstream's first event to the client's first byte; the upstream's own time is what is left.")
+	fmt.Fprintln(w)
+	bench.WriteLegs(w, sums, "bare")
 	if cfg.reps >= 6 {
-		fmt.Fprintln(w, "TTFB p50 against bare's in the same repetition and cell: the median over the repetitions, and the interval holding that median with 95 % confidence (order statistics):")
+		fmt.Fprintln(w, "p50s against bare's in the same repetition and cell: the median over the repetitions, and the interval holding that median with 95 % confidence (order statistics):")
 		fmt.Fprintln(w)
-		bench.WritePairedRatios(w, bench.PairedRatios(samples, "bare"), "bare")
+		for _, f := range []struct {
+			name string
+			of   func(bench.Result) []time.Duration
+		}{
+			{"TTFB", func(r bench.Result) []time.Duration { return r.TTFB }},
+			{"outbound", func(r bench.Result) []time.Duration { return r.Outbound }},
+			{"back", func(r bench.Result) []time.Duration { return r.Back }},
+		} {
+			bench.WritePairedRatios(w, bench.PairedRatios(samples, "bare", f.of), f.name, "bare")
+		}
 	}
 	if c, ok := bench.Control(sums, "bare-control", "bare"); ok {
 		fmt.Fprintf(w, "bare-control, a second bare proxy (the same binary, in its own process), against bare: the noise of this run. "+

@@ -105,6 +105,17 @@ func TestShortRun(t *testing.T) {
 		if len(s.TTFB) != s.Requests || len(s.Total) != s.Requests {
 			t.Errorf("%s %s: %d TTFB and %d total samples for %d requests", s.Variant, s.Cell.Name(), len(s.TTFB), len(s.Total), s.Requests)
 		}
+		if len(s.Outbound) != s.Requests || len(s.Back) != s.Requests {
+			t.Errorf("%s %s: %d outbound and %d back samples for %d requests", s.Variant, s.Cell.Name(), len(s.Outbound), len(s.Back), s.Requests)
+		}
+		for i := range min(len(s.TTFB), len(s.Outbound), len(s.Back)) {
+			// Both parts lie inside the time to first byte, one before the upstream's first
+			// event and one after, on one clock.
+			if s.Outbound[i] <= 0 || s.Back[i] <= 0 || s.Outbound[i]+s.Back[i] > s.TTFB[i] {
+				t.Errorf("%s %s request %d: outbound %v + back %v against TTFB %v", s.Variant, s.Cell.Name(), i, s.Outbound[i], s.Back[i], s.TTFB[i])
+				break
+			}
+		}
 		if paced := s.Cell.Pace > 0; paced != (len(s.EventDelay) == s.Requests*60) {
 			t.Errorf("%s %s: %d event delays for %d requests of 60 events", s.Variant, s.Cell.Name(), len(s.EventDelay), s.Requests)
 		}
@@ -129,7 +140,8 @@ func TestShortRun(t *testing.T) {
 	sums := Summarise(samples)
 	var table strings.Builder
 	WriteTables(&table, sums, "bare")
-	for _, want := range []string{"| 10KB c1 unpaced | cctrace |", "| 200KB c3 paced 1ms | direct |"} {
+	WriteLegs(&table, sums, "bare")
+	for _, want := range []string{"| 10KB c1 unpaced | cctrace |", "| 200KB c3 paced 1ms | direct |", "| outbound p50 ms | ×bare |"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("report lacks a row starting %q:\n%s", want, table.String())
 		}

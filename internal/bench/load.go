@@ -57,6 +57,12 @@ type Result struct {
 	Elapsed  time.Duration // from the first request to the last stream's end
 	// TTFB is, per request, the time from starting to send it to the first byte of its body.
 	TTFB []time.Duration
+	// TTFB is made of three parts: Outbound, from starting to send the request to the upstream
+	// having read its body to the end (the request's way through the proxy); the upstream's own
+	// time to its first event; and Back, from the upstream starting to write that event (and the
+	// headers with it) to the client reading the first byte of the body (the answer's way back).
+	// Per request, like TTFB; the client and the upstream share one process, and so one clock.
+	Outbound, Back []time.Duration
 	// Total is, per request, the time from starting to send it to the end of its stream.
 	Total []time.Duration
 	// EventDelay is, per event, the time from the upstream's flush to the client reading the
@@ -142,6 +148,8 @@ func (c *Client) Run(ctx context.Context, baseURL string, cell Cell) Result {
 				} else {
 					res.Requests++
 					res.TTFB = append(res.TTFB, m.ttfb)
+					res.Outbound = append(res.Outbound, m.outbound)
+					res.Back = append(res.Back, m.back)
 					res.Total = append(res.Total, m.total)
 					if cell.Pace > 0 {
 						res.EventDelay = append(res.EventDelay, m.delays...)
@@ -157,8 +165,9 @@ func (c *Client) Run(ctx context.Context, baseURL string, cell Cell) Result {
 }
 
 type measurement struct {
-	ttfb, total time.Duration
-	delays      []time.Duration
+	ttfb, total    time.Duration
+	outbound, back time.Duration
+	delays         []time.Duration
 }
 
 // one sends one request and reads its stream, checking it byte for byte against what the
@@ -191,7 +200,8 @@ func (c *Client) one(ctx context.Context, baseURL, session string, body []byte, 
 
 	want := c.up.stream
 	arrived := make([]time.Duration, 0, len(want.Ends))
-	start := time.Now()
+	start, startAt := time.Now(), c.up.since()
+	var firstAt time.Duration
 	res, err := c.http.Do(req)
 	if err != nil {
 		return m, fmt.Errorf("sending request: %w", err)
@@ -210,7 +220,7 @@ func (c *Client) one(ctx context.Context, baseURL, session string, body []byte, 
 		if n > 0 {
 			now := c.up.since()
 			if got == 0 {
-				m.ttfb = time.Since(start)
+				m.ttfb, firstAt = time.Since(start), now
 			}
 			if got+n > len(want.Bytes) || !bytes.Equal(buf[:n], want.Bytes[got:got+n]) {
 				return m, fmt.Errorf("stream differs from the upstream's at or after byte %d", got)
@@ -231,10 +241,12 @@ func (c *Client) one(ctx context.Context, baseURL, session string, body []byte, 
 	if got != len(want.Bytes) {
 		return m, fmt.Errorf("stream ended after %d of %d bytes", got, len(want.Bytes))
 	}
-	sent := c.up.takeSent(id)
+	x := c.up.take(id)
+	sent := x.sent
 	if len(sent) != len(arrived) {
 		return m, fmt.Errorf("upstream noted %d events, client read %d", len(sent), len(arrived))
 	}
+	m.outbound, m.back = x.bodyRead-startAt, firstAt-x.answer
 	if pace > 0 {
 		m.delays = make([]time.Duration, len(sent))
 		for i := range sent {

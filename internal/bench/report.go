@@ -23,6 +23,7 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // Figures are one run's numbers.
 type Figures struct {
 	TTFB50, TTFB99     float64 // ms
+	Outbound50, Back50 float64 // ms; see Result
 	Total50            float64 // ms
 	Event50, Event99   float64 // ms; paced cells only
 	EventMax           float64 // ms
@@ -34,15 +35,17 @@ type Figures struct {
 
 func figuresOf(s Sample) Figures {
 	f := Figures{
-		TTFB50:   ms(Percentile(s.TTFB, 50)),
-		TTFB99:   ms(Percentile(s.TTFB, 99)),
-		Total50:  ms(Percentile(s.Total, 50)),
-		Event50:  ms(Percentile(s.EventDelay, 50)),
-		Event99:  ms(Percentile(s.EventDelay, 99)),
-		EventMax: ms(Percentile(s.EventDelay, 100)),
-		PeakRSS:  float64(s.PeakRSS) / (1 << 20),
-		Requests: s.Requests,
-		Failures: s.Failed,
+		TTFB50:     ms(Percentile(s.TTFB, 50)),
+		TTFB99:     ms(Percentile(s.TTFB, 99)),
+		Outbound50: ms(Percentile(s.Outbound, 50)),
+		Back50:     ms(Percentile(s.Back, 50)),
+		Total50:    ms(Percentile(s.Total, 50)),
+		Event50:    ms(Percentile(s.EventDelay, 50)),
+		Event99:    ms(Percentile(s.EventDelay, 99)),
+		EventMax:   ms(Percentile(s.EventDelay, 100)),
+		PeakRSS:    float64(s.PeakRSS) / (1 << 20),
+		Requests:   s.Requests,
+		Failures:   s.Failed,
 	}
 	if s.Elapsed > 0 {
 		f.RPS = float64(s.Requests) / s.Elapsed.Seconds()
@@ -112,6 +115,8 @@ func Summarise(samples []Sample) []Summary {
 		sum := Summary{Variant: k.variant, Cell: k.cell, Reps: len(fs), Tracked: tracked[k]}
 		sum.TTFB50 = med(func(f Figures) float64 { return f.TTFB50 })
 		sum.TTFB99 = med(func(f Figures) float64 { return f.TTFB99 })
+		sum.Outbound50 = med(func(f Figures) float64 { return f.Outbound50 })
+		sum.Back50 = med(func(f Figures) float64 { return f.Back50 })
 		sum.Total50 = med(func(f Figures) float64 { return f.Total50 })
 		sum.Event50 = med(func(f Figures) float64 { return f.Event50 })
 		sum.Event99 = med(func(f Figures) float64 { return f.Event99 })
@@ -183,8 +188,9 @@ func Control(sums []Summary, control, baseline string) (ControlRanges, bool) {
 	return c, len(ttfb50)+len(pacedTTFB) > 0
 }
 
-// PairedRatio is the median over repetitions of one variant's TTFB p50 divided by the
-// baseline's in the same repetition and cell, with a 95 % interval for that median.
+// PairedRatio is the median over repetitions of one variant's p50 of a figure (TTFB, or one of
+// its parts) divided by the baseline's in the same repetition and cell, with a 95 % interval for
+// that median.
 type PairedRatio struct {
 	Cell    Cell
 	Variant string
@@ -196,11 +202,11 @@ type PairedRatio struct {
 	Lo, Hi float64
 }
 
-// PairedRatios returns the PairedRatio of every variant but baseline in every cell, in
-// first-seen order. Repetitions vary independently of each other on a shared machine (issue 6:
-// two identical proxies 0.08–0.16 apart over 8), so a cell's ratio is only as good as the number
-// of repetitions behind it; the interval says how good.
-func PairedRatios(samples []Sample, baseline string) []PairedRatio {
+// PairedRatios returns the PairedRatio of the p50 of figure (Result.TTFB, say) for every variant
+// but baseline in every cell, in first-seen order. Repetitions vary independently of each other
+// on a shared machine (issue 6: two identical proxies 0.08–0.16 apart over 8), so a cell's ratio
+// is only as good as the number of repetitions behind it; the interval says how good.
+func PairedRatios(samples []Sample, baseline string, figure func(Result) []time.Duration) []PairedRatio {
 	type repKey struct {
 		cell Cell
 		rep  int
@@ -208,14 +214,14 @@ func PairedRatios(samples []Sample, baseline string) []PairedRatio {
 	base := map[repKey]float64{}
 	for _, s := range samples {
 		if s.Variant == baseline {
-			base[repKey{s.Cell, s.Rep}] = ms(Percentile(s.TTFB, 50))
+			base[repKey{s.Cell, s.Rep}] = ms(Percentile(figure(s.Result), 50))
 		}
 	}
 	var order []cellVariant
 	ratios := map[cellVariant][]float64{}
 	for _, s := range samples {
 		b := base[repKey{s.Cell, s.Rep}]
-		v := ms(Percentile(s.TTFB, 50))
+		v := ms(Percentile(figure(s.Result), 50))
 		if s.Variant == baseline || b == 0 || v == 0 {
 			continue
 		}
@@ -256,9 +262,10 @@ func medianRank(n int) int {
 	return j
 }
 
-// WritePairedRatios writes PairedRatios as a Markdown table, one row per cell and a column per
-// variant, each "median× (lo–hi)", or "median× (n = reps)" where there is no interval.
-func WritePairedRatios(w io.Writer, ratios []PairedRatio, baseline string) {
+// WritePairedRatios writes PairedRatios of figure (a name, such as "TTFB") as a Markdown table,
+// one row per cell and a column per variant, each "median× (lo–hi)", or "median× (n = reps)"
+// where there is no interval.
+func WritePairedRatios(w io.Writer, ratios []PairedRatio, figure, baseline string) {
 	var cells []Cell
 	var variants []string
 	byKey := map[cellVariant]PairedRatio{}
@@ -274,7 +281,7 @@ func WritePairedRatios(w io.Writer, ratios []PairedRatio, baseline string) {
 	if len(cells) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "| cell, TTFB p50 ×%s | %s |\n", baseline, strings.Join(variants, " | "))
+	fmt.Fprintf(w, "| cell, %s p50 ×%s | %s |\n", figure, baseline, strings.Join(variants, " | "))
 	fmt.Fprintln(w, "|---"+strings.Repeat("|--:", len(variants))+"|")
 	for _, c := range cells {
 		fmt.Fprintf(w, "| %s |", c.Name())
@@ -303,6 +310,14 @@ func notDecoded(t Tracked) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(t.NotDecoded)/float64(t.Requests))
 }
 
+// ratioOf formats v/b as "1.23×", "–" when either is missing.
+func ratioOf(v, b float64) string {
+	if b == 0 || v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", v/b)
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -320,12 +335,6 @@ func median(v []float64) float64 {
 // figure with its ratio to the baseline variant in the same cell.
 func WriteTables(w io.Writer, sums []Summary, baseline string) {
 	base := baselineOf(sums, baseline)
-	ratio := func(v, b float64) string {
-		if b == 0 || v == 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.2f×", v/b)
-	}
 	num := func(v float64, format string) string {
 		if v == 0 {
 			return "–"
@@ -347,9 +356,9 @@ func WriteTables(w io.Writer, sums []Summary, baseline string) {
 			b := base[s.Cell]
 			fmt.Fprintf(w, "| %s | %s | %.3f | %s | %.3f | %s | %.2f | %s | %.0f | %s | %s | %s | ±%.0f%% | %d (%d) | %s |\n",
 				s.Cell.Name(), s.Variant,
-				s.TTFB50, ratio(s.TTFB50, b.TTFB50), s.TTFB99, ratio(s.TTFB99, b.TTFB99),
-				s.Total50, ratio(s.Total50, b.Total50), s.RPS, ratio(s.RPS, b.RPS),
-				num(s.CPUPerReq, "%.3f"), ratio(s.CPUPerReq, b.CPUPerReq), s.Spread*50, s.Requests, s.Failures,
+				s.TTFB50, ratioOf(s.TTFB50, b.TTFB50), s.TTFB99, ratioOf(s.TTFB99, b.TTFB99),
+				s.Total50, ratioOf(s.Total50, b.Total50), s.RPS, ratioOf(s.RPS, b.RPS),
+				num(s.CPUPerReq, "%.3f"), ratioOf(s.CPUPerReq, b.CPUPerReq), s.Spread*50, s.Requests, s.Failures,
 				notDecoded(s.Tracked))
 		}
 		fmt.Fprintln(w)
@@ -361,10 +370,28 @@ func WriteTables(w io.Writer, sums []Summary, baseline string) {
 			b := base[s.Cell]
 			fmt.Fprintf(w, "| %s | %s | %.3f | %s | %.3f | %s | %.3f | %.3f | %.3f | %.1f | %s | %s | %s | %d (%d) |\n",
 				s.Cell.Name(), s.Variant,
-				s.TTFB50, ratio(s.TTFB50, b.TTFB50), s.TTFB99, ratio(s.TTFB99, b.TTFB99),
+				s.TTFB50, ratioOf(s.TTFB50, b.TTFB50), s.TTFB99, ratioOf(s.TTFB99, b.TTFB99),
 				s.Event50, s.Event99, s.EventMax, s.Total50,
-				num(s.CPUPerReq, "%.3f"), ratio(s.CPUPerReq, b.CPUPerReq), num(s.PeakRSS, "%.1f"), s.Requests, s.Failures)
+				num(s.CPUPerReq, "%.3f"), ratioOf(s.CPUPerReq, b.CPUPerReq), num(s.PeakRSS, "%.1f"), s.Requests, s.Failures)
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// WriteLegs writes, as a Markdown table, the two parts of TTFB a proxy lies on (see
+// Result.Outbound and Result.Back), with their ratios to the baseline variant in the same cell:
+// which way through a proxy its added time to first byte is spent.
+func WriteLegs(w io.Writer, sums []Summary, baseline string) {
+	base := baselineOf(sums, baseline)
+	fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | outbound p50 ms | ×%[1]s | upstream's own ms | back p50 ms | ×%[1]s |\n", baseline)
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|")
+	for _, s := range sums {
+		b := base[s.Cell]
+		fmt.Fprintf(w, "| %s | %s | %.3f | %.3f | %s | %.3f | %.3f | %s |\n",
+			s.Cell.Name(), s.Variant, s.TTFB50,
+			s.Outbound50, ratioOf(s.Outbound50, b.Outbound50),
+			max(s.TTFB50-s.Outbound50-s.Back50, 0),
+			s.Back50, ratioOf(s.Back50, b.Back50))
+	}
+	fmt.Fprintln(w)
 }

@@ -71,7 +71,7 @@ func TestPairedRatios(t *testing.T) {
 		Sample{Rep: 0, Variant: "bare", Cell: other, Result: ttfb(2 * time.Millisecond)},
 		Sample{Rep: 0, Variant: "cctrace", Cell: other, Result: ttfb(3 * time.Millisecond)},
 	)
-	got := PairedRatios(samples, "bare")
+	got := PairedRatios(samples, "bare", func(r Result) []time.Duration { return r.TTFB })
 	if len(got) != 2 {
 		t.Fatalf("PairedRatios = %+v, want one per cell", got)
 	}
@@ -84,7 +84,7 @@ func TestPairedRatios(t *testing.T) {
 	}
 
 	var table strings.Builder
-	WritePairedRatios(&table, got, "bare")
+	WritePairedRatios(&table, got, "TTFB", "bare")
 	for _, want := range []string{"| cell, TTFB p50 ×bare | cctrace |", "| 10KB c1 unpaced | 1.45× (1.10–1.80) |", "| 1MB c1 unpaced | 1.50× (n = 1) |"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())

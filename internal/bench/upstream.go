@@ -41,8 +41,15 @@ type Upstream struct {
 	ln     net.Listener
 	done   chan struct{}
 
-	mu   sync.Mutex
-	sent map[string][]time.Duration // by request id: when each event was flushed, since base
+	mu    sync.Mutex
+	noted map[string]noted // by request id
+}
+
+// noted is what the upstream noted of one exchange, as times since its base.
+type noted struct {
+	bodyRead time.Duration   // the request body was read to its end
+	answer   time.Duration   // the first event (with the headers) was about to be written
+	sent     []time.Duration // each event was flushed
 }
 
 // StartUpstream starts an upstream serving stream on a free port of 127.0.0.1.
@@ -51,7 +58,7 @@ func StartUpstream(stream *traffic.Stream) (*Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting upstream: %w", err)
 	}
-	u := &Upstream{stream: stream, base: time.Now(), ln: ln, done: make(chan struct{}), sent: make(map[string][]time.Duration)}
+	u := &Upstream{stream: stream, base: time.Now(), ln: ln, done: make(chan struct{}), noted: make(map[string]noted)}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(u.done)
@@ -84,6 +91,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, sum, err := readBody(r.Body)
+	bodyRead := u.since()
 	if err != nil {
 		http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 		return
@@ -106,6 +114,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	sent := make([]time.Duration, 0, len(u.stream.Events))
 	next := time.Now()
+	answer := u.since()
 	for i, ev := range u.stream.Events {
 		if pace > 0 && i > 0 {
 			// Pace against the schedule, not the previous write, so that slow writes do not
@@ -125,20 +134,20 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if id := r.Header.Get(headerID); id != "" {
 		u.mu.Lock()
-		u.sent[id] = sent
+		u.noted[id] = noted{bodyRead: bodyRead, answer: answer, sent: sent}
 		u.mu.Unlock()
 	}
 }
 
-// takeSent returns and forgets the send times of request id; nil when the upstream has none.
-// The upstream stores them before its handler returns, and the client only sees the end of a
-// chunked body after that, so they are there once the client has read the whole stream.
-func (u *Upstream) takeSent(id string) []time.Duration {
+// take returns and forgets what the upstream noted of request id; the zero noted when it has
+// nothing. The upstream stores it before its handler returns, and the client only sees the end
+// of a chunked body after that, so it is there once the client has read the whole stream.
+func (u *Upstream) take(id string) noted {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	s := u.sent[id]
-	delete(u.sent, id)
-	return s
+	x := u.noted[id]
+	delete(u.noted, id)
+	return x
 }
 
 var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
