@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the figures in BENCHMARKS.md: builds cctrace and cctrace-bench, then compares, on
+# Reproduces the figures in BENCHMARKS.md: builds cctrace, cctrace-bench and the baseline proxy
+# (internal/bench/bareproxy, a program of its own), then compares, on
 # this machine and in one interleaved run, direct requests to a fast local upstream, a bare
 # httputil.ReverseProxy (twice: the second is a control, for the run's noise), nginx, cctrace
 # exporting to a no-op OTLP receiver and cctrace exporting to Jaeger, and finally runs the Go
@@ -21,6 +22,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/cctrace" ./cmd/cctrace
 go build -o "$bin/cctrace-bench" ./cmd/cctrace-bench
+go build -o "$bin/bareproxy" ./internal/bench/bareproxy
 
 jaeger=${CCTRACE_JAEGER_BIN:-$HOME/.cache/cctrace/jaeger-v1.76.0/jaeger}
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
@@ -31,11 +33,11 @@ for a in "$@"; do
 done
 
 if [ "$short" = 1 ]; then
-	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -nginx "$nginx" -jaeger "$jaeger" "$@"
+	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" -jaeger "$jaeger" "$@"
 	exit
 fi
 
-"$bin/cctrace-bench" -cctrace "$bin/cctrace" -nginx "$nginx" -jaeger "$jaeger" -out "${TMPDIR:-/tmp}/cctrace-bench-results.md" "$@"
+"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" -jaeger "$jaeger" -out "${TMPDIR:-/tmp}/cctrace-bench-results.md" "$@"
 echo
 echo "Go benchmarks of the hot paths:"
 go test -run='^$' -bench='ParseBody|BodyCache|StreamDecoder|ProxySSE|Tracker|Sink|Stack' -benchmem -count=3 \

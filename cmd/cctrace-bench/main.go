@@ -7,10 +7,10 @@
 //
 // Usage:
 //
-//	cctrace-bench -cctrace PATH [-reps 5] [-short] [-out results.md] [-variants …]
-//	cctrace-bench bare-proxy -listen 127.0.0.1:PORT -upstream URL
+//	cctrace-bench -cctrace PATH -bare PATH [-reps 5] [-short] [-out results.md] [-variants …]
 //
-// scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few seconds, no
+// -bare is internal/bench/bareproxy, the baseline proxy, built as a program of its own (its doc
+// says why). scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few seconds, no
 // timing assertions; it fails only when something is functionally broken (a stream or body not
 // byte-identical, a request failing, no spans exported).
 package main
@@ -46,17 +46,6 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) > 0 && args[0] == "bare-proxy" {
-		fs := flag.NewFlagSet("bare-proxy", flag.ContinueOnError)
-		listen := fs.String("listen", "127.0.0.1:0", "listen address")
-		upstream := fs.String("upstream", "", "upstream base URL")
-		taps := fs.Bool("taps", false, "cctrace's proxy with its taps, its observations dropped, instead of httputil.ReverseProxy")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		return bench.ServeBare(ctx, *listen, *upstream, *taps)
-	}
-
 	home, _ := os.UserHomeDir()
 	nginxDefault, _ := exec.LookPath("nginx")
 	if nginxDefault == "" {
@@ -67,6 +56,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		short      = fs.Bool("short", false, "CI mode: a few seconds, fail only on functional breakage")
 		reps       = fs.Int("reps", 5, "repetitions of the whole matrix")
 		cctraceBin = fs.String("cctrace", "", "cctrace binary (go build ./cmd/cctrace)")
+		bareBin    = fs.String("bare", "", "the baseline proxy's binary, for bare, bare-control and cctrace-proxy (go build ./internal/bench/bareproxy)")
 		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
@@ -87,7 +77,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	cfg := config{
-		reps: *reps, cctrace: *cctraceBin, alt: *altBin, nginx: *nginxBin, jaeger: *jaegerBin,
+		reps: *reps, bare: *bareBin, cctrace: *cctraceBin, alt: *altBin, nginx: *nginxBin, jaeger: *jaegerBin,
 		variants: strings.Split(*variants, ","), events: *events, short: *short,
 	}
 	var err error
@@ -109,8 +99,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	if cfg.self, err = os.Executable(); err != nil {
-		return fmt.Errorf("finding own binary: %w", err)
+	for _, v := range cfg.variants {
+		if (v == "bare" || v == "bare-control" || v == "cctrace-proxy") && cfg.bare == "" {
+			return fmt.Errorf("variant %s needs -bare (go build -o bareproxy ./internal/bench/bareproxy)", v)
+		}
 	}
 
 	var report strings.Builder
@@ -127,7 +119,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 type config struct {
 	reps          int
 	cells         []bench.Cell
-	self, cctrace string
+	bare, cctrace string
 	alt           string // -cctrace-alt
 	nginx, jaeger string
 	variants      []string
@@ -217,9 +209,9 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		case "direct":
 			v = bench.Direct(up)
 		case "bare", "bare-control":
-			v, err = bench.StartBare(ctx, name, dir, cfg.self, up.URL())
+			v, err = bench.StartBare(ctx, name, dir, cfg.bare, up.URL())
 		case "cctrace-proxy":
-			v, err = bench.StartProxyOnly(ctx, dir, cfg.self, up.URL())
+			v, err = bench.StartProxyOnly(ctx, dir, cfg.bare, up.URL())
 		case "nginx":
 			if _, serr := os.Stat(cfg.nginx); serr != nil && cfg.short {
 				fmt.Fprintf(w, "skipping nginx: %v\n", serr)

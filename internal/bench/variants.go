@@ -94,28 +94,28 @@ func startVariant(ctx context.Context, name, dir string, env []string, readyPath
 	return v, nil
 }
 
-// StartBare starts self (the cctrace-bench binary) as "bare-proxy": a bare httputil.ReverseProxy
-// in its own process, so that its CPU and memory are read like every other proxy's. name is the
-// variant's: "bare", or "bare-control" for a second one (see Control).
-func StartBare(ctx context.Context, name, dir, self, upstream string) (*Variant, error) {
+// StartBare starts bin (internal/bench/bareproxy) as a bare httputil.ReverseProxy in its own
+// process, so that its CPU and memory are read like every other proxy's. name is the variant's:
+// "bare", or "bare-control" for a second one (see Control).
+func StartBare(ctx context.Context, name, dir, bin, upstream string) (*Variant, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return startVariant(ctx, name, dir, nil, "/", port, self, "bare-proxy",
+	return startVariant(ctx, name, dir, nil, "/", port, bin,
 		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
 }
 
-// StartProxyOnly starts self as "bare-proxy -taps": cctrace's own proxy (internal/proxy, with its
-// request and response taps, body copies and inline stream decoder) handing every exchange to an
-// Observer that drops it. Against bare it shows what the forwarding path costs; against cctrace,
-// what decoding requests and tracking, metrics and spans do.
-func StartProxyOnly(ctx context.Context, dir, self, upstream string) (*Variant, error) {
+// StartProxyOnly starts bin (internal/bench/bareproxy) with -taps: cctrace's own proxy
+// (internal/proxy, with its request and response taps, body copies and inline stream decoder)
+// handing every exchange to an Observer that drops it. Against bare it shows what the forwarding
+// path costs; against cctrace, what decoding requests and tracking, metrics and spans do.
+func StartProxyOnly(ctx context.Context, dir, bin, upstream string) (*Variant, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return startVariant(ctx, "cctrace-proxy", dir, nil, "/", port, self, "bare-proxy", "-taps",
+	return startVariant(ctx, "cctrace-proxy", dir, nil, "/", port, bin, "-taps",
 		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
 }
 
@@ -181,7 +181,7 @@ func (b *endAtLength) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ServeBare runs the bare proxy on listen until ctx ends; the "bare-proxy" subcommand.
+// ServeBare runs the bare proxy on listen until ctx ends: the bareproxy command.
 func ServeBare(ctx context.Context, listen, upstream string, taps bool) error {
 	u, err := url.Parse(upstream)
 	if err != nil {
