@@ -271,7 +271,7 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 	sums := bench.Summarise(samples)
 	bench.WriteTables(w, sums, "bare")
 	fmt.Fprintln(w, "TTFB in its parts (medians of p50s): outbound, from sending the request to the upstream having read its body; "+
-		"back, from the upstream's first event to the client's first byte; the upstream's own time is what is left.")
+		"back, from the upstream starting to write its first event to the client's first byte. The rest of TTFB is the upstream's own time.")
 	fmt.Fprintln(w)
 	bench.WriteLegs(w, sums, "bare")
 	if cfg.reps >= 6 {

@@ -383,14 +383,13 @@ func WriteTables(w io.Writer, sums []Summary, baseline string) {
 // which way through a proxy its added time to first byte is spent.
 func WriteLegs(w io.Writer, sums []Summary, baseline string) {
 	base := baselineOf(sums, baseline)
-	fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | outbound p50 ms | ×%[1]s | upstream's own ms | back p50 ms | ×%[1]s |\n", baseline)
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintf(w, "| cell | variant | TTFB p50 ms | outbound p50 ms | ×%[1]s | back p50 ms | ×%[1]s |\n", baseline)
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|")
 	for _, s := range sums {
 		b := base[s.Cell]
-		fmt.Fprintf(w, "| %s | %s | %.3f | %.3f | %s | %.3f | %.3f | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %.3f | %.3f | %s | %.3f | %s |\n",
 			s.Cell.Name(), s.Variant, s.TTFB50,
 			s.Outbound50, ratioOf(s.Outbound50, b.Outbound50),
-			max(s.TTFB50-s.Outbound50-s.Back50, 0),
 			s.Back50, ratioOf(s.Back50, b.Back50))
 	}
 	fmt.Fprintln(w)
