@@ -10,9 +10,9 @@
 //	cctrace-bench -cctrace PATH -bare PATH [-reps 5] [-short] [-out results.md] [-variants …]
 //
 // -bare is internal/bench/bareproxy, the baseline proxy, built as a program of its own (its doc
-// says why). scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few seconds, no
-// timing assertions; it fails only when something is functionally broken (a stream or body not
-// byte-identical, a request failing, no spans exported).
+// says why). scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few
+// seconds, no timing assertions; it fails only when something is functionally broken (a stream
+// or body not byte-identical, a request failing, no spans exported).
 package main
 
 import (
