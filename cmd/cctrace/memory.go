@@ -18,7 +18,7 @@ const memoryTarget = 56 << 20
 
 // limitFor returns the soft memory limit for a live heap of live bytes: memoryTarget, or half
 // as much again as what is live when that is more. The limit only makes the collector run
-// earlier than GOGC=100 would, and never so close to the live heap that it would collect
+// earlier than GOGC (gcPercent) would, and never so close to the live heap that it would collect
 // without end: cctrace's budgets bound its live heap to about 40 MB (8 MiB of body copies in
 // flight, 8 MiB waiting to be decoded, 8 MiB of pooled buffers, BodyCache's 10 MB), but a
 // host with many long sessions could hold more, and a fixed limit near it would make the
@@ -27,16 +27,27 @@ func limitFor(live uint64) int64 {
 	return max(memoryTarget, int64(live+live/2))
 }
 
+// gcPercent is the GOGC that holdMemory sets: below the soft memory limit the heap may grow to
+// four times what is live before the collector runs, instead of twice. cctrace's live heap is a
+// few MiB while it serves a session or two, so at GOGC=100 it collected about once per 40
+// requests of a busy session, and each collection's mark phase (2–3 ms on 2 CPUs) slowed the
+// requests in flight: at 10 KB c1 cctrace's TTFB p99 was 1.45× bare's, 1.25× with 300, and p50
+// 1.17× against 1.13× (issue 6, BENCHMARKS.md). Under load the limit, not GOGC, decides when
+// to collect, so peak RSS stayed where it was (68 against 69 MB with 128 streams of 1 MB).
+const gcPercent = 300
+
 var holdOnce sync.Once
 
-// holdMemory keeps the runtime's soft memory limit at limitFor the live heap, updated after
-// every garbage collection, unless GOGC or GOMEMLIMIT is set in the environment (getenv): then
-// the user's settings stand as the runtime read them. It reports whether it acts.
+// holdMemory sets GOGC to gcPercent and keeps the runtime's soft memory limit at limitFor the
+// live heap, updated after every garbage collection, unless GOGC or GOMEMLIMIT is set in the
+// environment (getenv): then the user's settings stand as the runtime read them. It reports
+// whether it acts.
 func holdMemory(getenv func(string) string) bool {
 	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
 		return false
 	}
 	holdOnce.Do(func() {
+		debug.SetGCPercent(gcPercent)
 		debug.SetMemoryLimit(limitFor(liveHeap()))
 		afterEachGC(func() {
 			if !holdStopped.Load() {

@@ -62,11 +62,13 @@ func TestLimitFor(t *testing.T) {
 }
 
 // TestHoldMemory checks that the soft memory limit follows the live heap after each
-// collection, and that GOGC or GOMEMLIMIT in the environment leave the runtime alone.
+// collection, that GOGC is set to gcPercent, and that GOGC or GOMEMLIMIT in the environment
+// leave the runtime alone.
 func TestHoldMemory(t *testing.T) {
 	t.Cleanup(func() {
 		holdStopped.Store(true)
 		debug.SetMemoryLimit(math.MaxInt64)
+		debug.SetGCPercent(100)
 	})
 	for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
 		env := func(k string) string {
@@ -75,8 +77,8 @@ func TestHoldMemory(t *testing.T) {
 			}
 			return ""
 		}
-		if holdMemory(env) || debug.SetMemoryLimit(-1) != math.MaxInt64 {
-			t.Fatalf("with %s set: holdMemory acted, limit %d", name, debug.SetMemoryLimit(-1))
+		if holdMemory(env) || debug.SetMemoryLimit(-1) != math.MaxInt64 || gogc() != 100 {
+			t.Fatalf("with %s set: holdMemory acted, limit %d, GOGC %d", name, debug.SetMemoryLimit(-1), gogc())
 		}
 	}
 	if !holdMemory(func(string) string { return "" }) {
@@ -84,6 +86,9 @@ func TestHoldMemory(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != memoryTarget {
 		t.Fatalf("limit %d with a small heap, want %d", got, memoryTarget)
+	}
+	if got := gogc(); got != gcPercent {
+		t.Fatalf("GOGC %d, want %d", got, gcPercent)
 	}
 	// A live heap of 96 MiB: the limit must make room for half as much again, or the
 	// collector would run without end.
@@ -106,4 +111,11 @@ func TestHoldMemory(t *testing.T) {
 	waitLimit(func(l int64) bool { return l >= 144<<20 })
 	sink = nil
 	waitLimit(func(l int64) bool { return l == memoryTarget })
+}
+
+// gogc returns the runtime's GOGC, leaving it as it is.
+func gogc() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
