@@ -57,11 +57,12 @@ type Result struct {
 	Elapsed  time.Duration // from the first request to the last stream's end
 	// TTFB is, per request, the time from starting to send it to the first byte of its body.
 	TTFB []time.Duration
-	// TTFB is made of three parts: Outbound, from starting to send the request to the upstream
-	// having read its body to the end (the request's way through the proxy); the upstream's own
-	// time to its first event; and Back, from the upstream starting to write that event (and the
-	// headers with it) to the client reading the first byte of the body (the answer's way back).
-	// Per request, like TTFB; the client and the upstream share one process, and so one clock.
+	// Outbound and Back are two of TTFB's three parts, per request like TTFB: Outbound from
+	// starting to send the request to the upstream having read its body to the end (the
+	// request's way through the proxy), then the upstream's own time to its first event, then
+	// Back from the upstream starting to write that event (and the headers with it) to the
+	// client reading the first byte of the body (the answer's way back). The client and the
+	// upstream share one process, and so one clock.
 	Outbound, Back []time.Duration
 	// Total is, per request, the time from starting to send it to the end of its stream.
 	Total []time.Duration
