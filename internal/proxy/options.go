@@ -130,10 +130,10 @@ func WithAnswering(f func()) Option {
 // defaultTransport is the transport WithTransport documents.
 func defaultTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{
+	t.DialContext = dialUpstream((&net.Dialer{
 		Timeout:   30 * time.Second,
 		KeepAlive: 30 * time.Second,
-	}).DialContext
+	}).DialContext)
 	t.ForceAttemptHTTP2 = true
 	t.TLSHandshakeTimeout = 10 * time.Second
 	t.IdleConnTimeout = 90 * time.Second

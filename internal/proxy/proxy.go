@@ -171,10 +171,16 @@ func (p *Proxy) rejectTooLarge(w http.ResponseWriter, r *http.Request, x *exchan
 	x.resp.ErrorMessage = msg
 }
 
-// rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
-// cctrace is the client's own local proxy, not a gateway the upstream should know about.
+// rewrite points the outbound request at the upstream, and puts the exchange's outBody where
+// ReverseProxy put its own wrapper of the tapped body (see sendbody.go). X-Forwarded-* are left
+// off on purpose: cctrace is the client's own local proxy, not a gateway the upstream should
+// know about.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
+	if x := exchangeFrom(pr.In.Context()); x != nil && x.reqTap != nil && pr.Out.Body != nil {
+		x.out.tap = x.reqTap
+		pr.Out.Body = &x.out
+	}
 }
 
 // modifyResponse records the response headers and installs the response body tap.
@@ -297,6 +303,7 @@ type exchange struct {
 
 	req     *wire.Request
 	reqTap  *requestTap // nil when the request had no body
+	out     outBody     // what the transport reads reqTap through
 	reqOnce sync.Once
 
 	resp         wire.Response

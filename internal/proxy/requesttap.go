@@ -30,6 +30,13 @@ type requestTap struct {
 	err      error
 	tooLarge bool // the body went past maxBody
 	finished bool
+	// sending is set while sendTo reads a chunk into the copy's buffer or writes it from
+	// there (readDirect to sent); lent is the buffer finish let go of meanwhile, which sent
+	// gives back to the pool once the chunk is written. direct counts the bytes sendTo read
+	// straight into the copy.
+	sending bool
+	lent    []byte
+	direct  int64
 }
 
 // newRequestTap returns a tap on rc whose copy is bounded by limit and takes its share of budget
@@ -142,10 +149,10 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	whole := t.ended()
 	switch {
 	case t.err != nil:
-		t.copy.drop()
+		t.dropCopy()
 		return nil, size, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)
 	case !whole:
-		t.copy.drop()
+		t.dropCopy()
 		return nil, size, fmt.Sprintf("request body not read to its end (%d bytes forwarded)", size)
 	}
 	// The copy now belongs to the Observer: the tap lives as long as the response, and holding
@@ -157,5 +164,21 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	case err != nil:
 		return nil, size, err.Error()
 	}
+	if t.sending && b != nil {
+		// sendTo is still writing the body's last bytes to the upstream from this buffer (the
+		// upstream answered before they were written): the Observer, which may give its copy
+		// back to the pool for another exchange to fill, gets one of its own.
+		t.lent = b
+		b = append(getBody(int64(len(b))), b...)
+	}
 	return b, size, ""
+}
+
+// dropCopy lets the copy go. While sendTo has a chunk of its buffer in hand the buffer stays
+// the tap's, and sent gives it back to the pool. mu must be held.
+func (t *requestTap) dropCopy() {
+	if t.sending {
+		t.lent, t.copy.buf = t.copy.buf, nil
+	}
+	t.copy.drop()
 }
