@@ -88,6 +88,18 @@ func (t *requestTap) Read(p []byte) (int, error) {
 	if !t.finished {
 		t.copy.add(p[:n])
 	}
+	err = t.readDone(err)
+	t.mu.Unlock()
+	t.readMu.Unlock()
+	if err != nil {
+		t.onEnd()
+	}
+	return n, err
+}
+
+// readDone records how a read of the client's body ended and returns the error to answer it
+// with: io.EOF also once the body is known to be over. mu must be held.
+func (t *requestTap) readDone(err error) error {
 	switch {
 	case err == io.EOF:
 		t.eof = true
@@ -97,12 +109,7 @@ func (t *requestTap) Read(p []byte) (int, error) {
 	if err == nil && t.ended() {
 		err = io.EOF
 	}
-	t.mu.Unlock()
-	t.readMu.Unlock()
-	if err != nil {
-		t.onEnd()
-	}
-	return n, err
+	return err
 }
 
 // overLimit reports whether the body went past the proxy's maximum request size.

@@ -162,16 +162,7 @@ func (t *requestTap) readDirect(k int64) (p []byte, err error, direct bool) {
 		c.n += int64(n)
 		c.buf = c.buf[:start+n]
 	}
-	switch {
-	case err == io.EOF:
-		t.eof = true
-	case err != nil && t.err == nil:
-		t.err = err
-	}
-	if err == nil && t.ended() {
-		err = io.EOF
-	}
-	return dst[:n], err, true
+	return dst[:n], t.readDone(err), true
 }
 
 // sent ends the chunk readDirect returned last: its bytes went to the upstream (or failed to),
