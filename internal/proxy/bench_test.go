@@ -48,11 +48,24 @@ func BenchmarkProxySSE(b *testing.B) {
 	defer cctrace.cfg.transport.(*http.Transport).CloseIdleConnections()
 	bareTransport := defaultTransport()
 	defer bareTransport.CloseIdleConnections()
-	bare := &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		Transport:     bareTransport,
 		FlushInterval: -1,
 	}
+	// As bench.NewBareProxy does, the bare proxy's request bodies end at their Content-Length.
+	// Without that the transport reads once more after the body to see its EOF, finds the body
+	// closed by the server once the response headers went out, and drops the upstream connection
+	// mid-stream: the benchmark then failed now and then with "unexpected EOF".
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > 0 {
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.LimitReader(r.Body, r.ContentLength), r.Body}
+		}
+		rp.ServeHTTP(w, r)
+	})
 
 	const reqBody = `{"model":"claude-sonnet-4-6","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	for _, bc := range []struct {
