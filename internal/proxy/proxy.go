@@ -189,7 +189,14 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if x == nil {
 		return nil
 	}
-	x.requestRead()
+	// The Observer hears of the request now, unless sendTo is writing the body's last bytes
+	// from the copy: its end hands the copy over the moment that write returns (onEnd). Taking
+	// it here instead makes finish clone the copy, on the way to the client's first byte; on
+	// 2 CPUs the answer arrived before the writing goroutine ran again in 7-10 % of requests.
+	// responseDone still reports the request first if the write has not returned by then.
+	if x.reqTap == nil || !x.reqTap.sendingLast() {
+		x.requestRead()
+	}
 	x.resp.Status = res.StatusCode
 	x.resp.HeaderTime = p.cfg.now()
 	x.resp.RequestID = res.Header.Get("Request-Id")

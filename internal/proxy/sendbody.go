@@ -165,6 +165,14 @@ func (t *requestTap) readDirect(k int64) (p []byte, err error, direct bool) {
 	return dst[:n], t.readDone(err), true
 }
 
+// sendingLast reports whether sendTo is writing the body's last chunk: the body has ended, and
+// sent will hand it to the Observer (onEnd) once the write returns.
+func (t *requestTap) sendingLast() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sending && t.ended()
+}
+
 // sent ends the chunk readDirect returned last: its bytes went to the upstream (or failed to),
 // so a buffer finish let go of meanwhile goes back to the pool now. ended says the chunk ended
 // the body (readDirect's error was not nil); the Observer then hears of it, as after the Read

@@ -2,18 +2,23 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // readSizes is a client body that remembers the largest buffer it was asked to fill.
@@ -267,4 +272,116 @@ func TestSendToFallsBack(t *testing.T) {
 			t.Errorf("Read after Close: %v, want errOutBodyClosed", err)
 		}
 	})
+}
+
+// slowLastWrite is an upstream connection whose large writes (the body's chunks) reach the
+// upstream at once but return only when release is closed, as when the kernel has the bytes
+// and the writing goroutine waits for a CPU; returned is set then.
+type slowLastWrite struct {
+	net.Conn
+	release  <-chan struct{}
+	returned *atomic.Bool
+}
+
+func (c *slowLastWrite) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if len(p) >= 64<<10 {
+		select {
+		case <-c.release:
+		case <-time.After(waitTimeout):
+		}
+		c.returned.Store(true)
+	}
+	return n, err
+}
+
+// handOver is an Observer that notes whether the body's last write had returned when it
+// heard of the request.
+type handOver struct {
+	returned      *atomic.Bool
+	heard         chan struct{}
+	afterReturn   bool
+	body          []byte
+	responseAfter bool
+	done          chan struct{}
+}
+
+func (h *handOver) RequestRead(_ *wire.Request, body []byte) {
+	h.afterReturn, h.body = h.returned.Load(), body
+	close(h.heard)
+}
+
+func (h *handOver) ResponseDone(*wire.Response, []byte) {
+	select {
+	case <-h.heard:
+		h.responseAfter = true
+	default:
+	}
+	close(h.done)
+}
+
+// TestLastChunkHandedOverAfterItsWrite has the upstream answer while the body's last chunk is
+// still being written from the copy (its bytes arrived, the write has not returned). The
+// Observer must then get the copy itself once the write returns, not a clone made while the
+// answer is on its way to the client (sendingLast), and still before ResponseDone.
+func TestLastChunkHandedOverAfterItsWrite(t *testing.T) {
+	body := numberedBody(9, 100<<10) // one chunk, into a pooled copy
+	release := make(chan struct{})
+	var returned atomic.Bool
+	obs := &handOver{returned: &returned, heard: make(chan struct{}), done: make(chan struct{})}
+	up, err := url.Parse(startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: ping\ndata: {\"type\": \"ping\"}\n\n")
+		http.NewResponseController(w).Flush()
+		// End the stream only once the Observer has heard of the request, so that
+		// ResponseDone cannot be what reports it.
+		select {
+		case <-obs.heard:
+		case <-time.After(waitTimeout):
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := defaultTransport()
+	dialer := &net.Dialer{}
+	tr.DialContext = dialUpstream(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &slowLastWrite{Conn: c, release: release, returned: &returned}, nil
+	})
+	defer tr.CloseIdleConnections()
+	p, err := New(up, obs, WithTransport(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	defer front.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+
+	res, err := client.Post(front.URL+"/v1/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer's headers reached the client while the last write had not returned.
+	close(release)
+	readAll(t, res.Body)
+	waitFor(t, obs.heard, "RequestRead")
+	if !obs.afterReturn {
+		t.Error("the Observer heard of the request before the body's last write returned: finish cloned the copy on the way to the first byte")
+	}
+	if !bytes.Equal(obs.body, body) {
+		t.Errorf("the Observer got %d bytes, not the %d of the body", len(obs.body), len(body))
+	}
+	waitFor(t, obs.done, "ResponseDone")
+	if !obs.responseAfter {
+		t.Error("ResponseDone came before RequestRead")
+	}
 }
