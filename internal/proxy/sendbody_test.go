@@ -274,18 +274,19 @@ func TestSendToFallsBack(t *testing.T) {
 	})
 }
 
-// slowLastWrite is an upstream connection whose large writes (the body's chunks) reach the
-// upstream at once but return only when release is closed, as when the kernel has the bytes
-// and the writing goroutine waits for a CPU; returned is set then.
+// slowLastWrite is an upstream connection whose write of the body's last bytes (the write
+// that ends with tail) reaches the upstream at once but returns only when release is closed, as
+// when the kernel has the bytes and the writing goroutine waits for a CPU; returned is set then.
 type slowLastWrite struct {
 	net.Conn
+	tail     []byte
 	release  <-chan struct{}
 	returned *atomic.Bool
 }
 
 func (c *slowLastWrite) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if len(p) >= 64<<10 {
+	if bytes.HasSuffix(p, c.tail) {
 		select {
 		case <-c.release:
 		case <-time.After(waitTimeout):
@@ -325,7 +326,8 @@ func (h *handOver) ResponseDone(*wire.Response, []byte) {
 // Observer must then get the copy itself once the write returns, not a clone made while the
 // answer is on its way to the client (sendingLast), and still before ResponseDone.
 func TestLastChunkHandedOverAfterItsWrite(t *testing.T) {
-	body := numberedBody(9, 100<<10) // one chunk, into a pooled copy
+	// Into a pooled copy, with room for every chunk; its last bytes appear nowhere else.
+	body := append(numberedBody(9, 100<<10-16), "[the body ends]."...)
 	release := make(chan struct{})
 	var returned atomic.Bool
 	obs := &handOver{returned: &returned, heard: make(chan struct{}), done: make(chan struct{})}
@@ -354,7 +356,7 @@ func TestLastChunkHandedOverAfterItsWrite(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &slowLastWrite{Conn: c, release: release, returned: &returned}, nil
+		return &slowLastWrite{Conn: c, tail: body[len(body)-16:], release: release, returned: &returned}, nil
 	})
 	defer tr.CloseIdleConnections()
 	p, err := New(up, obs, WithTransport(tr))
