@@ -172,9 +172,10 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 		return nil, size, err.Error()
 	}
 	if t.sending && b != nil {
-		// sendTo is still writing the body's last bytes to the upstream from this buffer (the
-		// upstream answered before they were written): the Observer, which may give its copy
-		// back to the pool for another exchange to fill, gets one of its own.
+		// sendTo is still writing the body's last bytes to the upstream from this buffer, and
+		// the exchange cannot wait for that write to hand the body over (modifyResponse does,
+		// see sendingLast): its answer ended or failed first. The Observer, which may give its
+		// copy back to the pool for another exchange to fill, gets one of its own.
 		t.lent = b
 		b = append(getBody(int64(len(b))), b...)
 	}
