@@ -349,16 +349,21 @@ func (x *exchange) requestRead() {
 // responseDone completes the response and hands it to the Observer. ctx is the client
 // request's context.
 func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
-	x.requestRead()
+	// Whether the client went away is read as the answer's copy ends, before handing the
+	// request over can take time: since modifyResponse may leave that hand-over to the body's
+	// last write (sendingLast), it can happen here, after a client that had its whole answer
+	// closed its connection.
 	resp := &x.resp
 	resp.End = x.p.cfg.now()
+	gone := ctx.Err() != nil
+	x.requestRead()
 	if x.tooLarge {
 		x.p.obs.ResponseDone(resp, nil)
 		return
 	}
 	resp.BodySize = tw.written
 	switch {
-	case ctx.Err() != nil:
+	case gone:
 		resp.Canceled = true
 		resp.Err = "client went away: " + context.Cause(ctx).Error()
 	case x.transportErr != nil:
