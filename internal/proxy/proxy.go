@@ -214,7 +214,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	} else {
 		x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength, &p.copies)
 	}
-	res.Body = &responseBody{ReadCloser: res.Body, x: x}
+	res.Body = &responseBody{ReadCloser: res.Body, x: x, length: res.ContentLength}
 	return nil
 }
 
@@ -319,6 +319,7 @@ type exchange struct {
 	transportErr error               // the round trip failed
 	tooLarge     bool                // answered 413 by the proxy itself: resp is filled already
 	readErr      error               // reading the upstream body failed
+	bodyEnded    bool                // the upstream body was read to its end
 	answered     bool                // no longer counted in Proxy.Waiting
 }
 
@@ -349,13 +350,13 @@ func (x *exchange) requestRead() {
 // responseDone completes the response and hands it to the Observer. ctx is the client
 // request's context.
 func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
-	// Whether the client went away is read as the answer's copy ends, before handing the
-	// request over can take time: since modifyResponse may leave that hand-over to the body's
-	// last write (sendingLast), it can happen here, after a client that had its whole answer
-	// closed its connection.
 	resp := &x.resp
 	resp.End = x.p.cfg.now()
-	gone := ctx.Err() != nil
+	// The client went away if its context ended before it had the whole answer. One that had
+	// every byte (the upstream body read to its end, each write and flush to it fine) may close
+	// its connection before the handler returns, which ends the context too: a Content-Length
+	// answer is over for the client at its last byte. That answer was delivered, not cut.
+	gone := ctx.Err() != nil && !(x.bodyEnded && tw.writeErr == nil)
 	x.requestRead()
 	if x.tooLarge {
 		x.p.obs.ResponseDone(resp, nil)

@@ -64,12 +64,18 @@ func (t *responseTap) Write(p []byte) (int, error) {
 
 // Flush sends any buffered data to the client.
 func (t *responseTap) Flush() {
-	_ = t.rc.Flush()
+	_ = t.FlushError()
 }
 
-// FlushError sends any buffered data to the client and reports whether that failed.
+// FlushError sends any buffered data to the client and reports whether that failed. A failure
+// is remembered as a write error: ReverseProxy flushes after each write of a body and ignores
+// what its flush returns, and a body's last bytes may only leave here.
 func (t *responseTap) FlushError() error {
-	return t.rc.Flush()
+	err := t.rc.Flush()
+	if err != nil && t.writeErr == nil {
+		t.writeErr = err
+	}
+	return err
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
@@ -78,19 +84,28 @@ func (t *responseTap) Unwrap() http.ResponseWriter {
 }
 
 // responseBody wraps the upstream's response body: it copies non-stream bodies (up to the parse
-// limit) and remembers a read error, which means the upstream cut the body short.
+// limit), notes when the body has ended, and remembers a read error before that, which means the
+// upstream cut the body short.
 type responseBody struct {
 	io.ReadCloser
-	x *exchange
+	x      *exchange
+	length int64 // the response's Content-Length, or -1
+	read   int64
 }
 
-// Read reads from the upstream body.
+// Read reads from the upstream body. A body of known length has ended at its last byte: the read
+// that would return io.EOF after it can fail instead, once a client that had the whole answer has
+// closed its connection and so canceled the upstream request.
 func (b *responseBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if c := b.x.respCopy; c != nil {
 		c.add(p[:n])
 	}
-	if err != nil && err != io.EOF && b.x.readErr == nil {
+	b.read += int64(n)
+	switch {
+	case err == io.EOF || (b.length >= 0 && b.read >= b.length):
+		b.x.bodyEnded = true
+	case err != nil && b.x.readErr == nil && !b.x.bodyEnded:
 		b.x.readErr = err
 	}
 	return n, err

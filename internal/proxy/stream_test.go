@@ -198,6 +198,105 @@ func TestClientCancelMidStream(t *testing.T) {
 	}
 }
 
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// waitForClient waits until ctx, the client request's context, has ended.
+func waitForClient(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(waitTimeout):
+	}
+}
+
+// closeWaitsForClient is an upstream body whose Close, which ReverseProxy calls once the body is
+// copied and before the handler returns, waits until the client request's context has ended.
+type closeWaitsForClient struct {
+	io.ReadCloser
+	ctx context.Context
+}
+
+func (b closeWaitsForClient) Close() error {
+	waitForClient(b.ctx)
+	return b.ReadCloser.Close()
+}
+
+// failsAfterLastByte is an upstream body of known length whose read after its last byte waits
+// until the client request's context has ended and fails with that, as http.Transport's does
+// once the request is canceled, instead of answering io.EOF.
+type failsAfterLastByte struct {
+	io.ReadCloser
+	ctx  context.Context
+	left int64
+}
+
+func (b *failsAfterLastByte) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		waitForClient(b.ctx)
+		return 0, b.ctx.Err()
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+// TestClientClosesAfterWholeAnswer has a client read a whole Content-Length answer and close its
+// connection before the proxy's handler returns, which ends the request's context. The answer
+// was delivered: that is not a client that went away, nor an upstream that cut its body. CI saw
+// this race once in a few hundred runs: the last exchange of a recorded session counted as
+// canceled, so its turn did not end.
+func TestClientClosesAfterWholeAnswer(t *testing.T) {
+	const answer = `{"type":"message","stop_reason":"end_turn"}`
+	for name, wrap := range map[string]func(*http.Response){
+		"close waits": func(res *http.Response) {
+			res.Body = closeWaitsForClient{ReadCloser: res.Body, ctx: res.Request.Context()}
+		},
+		"read after last byte fails": func(res *http.Response) {
+			res.Body = &failsAfterLastByte{ReadCloser: res.Body, ctx: res.Request.Context(), left: res.ContentLength}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
+				_, _ = io.WriteString(w, answer)
+			}), WithTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				res, err := http.DefaultTransport.RoundTrip(r)
+				if err == nil {
+					wrap(res)
+				}
+				return res, err
+			})))
+			res, err := h.client.Post(h.proxyURL+"/v1/messages", "application/json", strings.NewReader(`{"stream":false}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(res.Body)
+			if err != nil || string(b) != answer {
+				t.Fatalf("client read %q, %v", b, err)
+			}
+			_ = res.Body.Close()
+			h.client.CloseIdleConnections()
+
+			rec := h.rec.next(t)
+			if rec.resp.Canceled || rec.resp.Err != "" || rec.resp.Status != http.StatusOK {
+				t.Errorf("observed response %+v, want a delivered answer", *rec.resp)
+			}
+			if string(rec.respBody) != answer {
+				t.Errorf("observed body %q", rec.respBody)
+			}
+		})
+	}
+}
+
 func TestClientCancelBeforeHeaders(t *testing.T) {
 	upstreamCanceled := make(chan struct{})
 	arrived := make(chan struct{})
