@@ -264,12 +264,14 @@ func TestClientClosesAfterWholeAnswer(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			transport := &http.Transport{}
+			t.Cleanup(transport.CloseIdleConnections)
 			h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
 				_, _ = io.WriteString(w, answer)
 			}), WithTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				res, err := http.DefaultTransport.RoundTrip(r)
+				res, err := transport.RoundTrip(r)
 				if err == nil {
 					wrap(res)
 				}
