@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
@@ -43,15 +44,78 @@ func ParseBody(body []byte, contentEncoding string) (*Body, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding request body: %w", err)
 	}
-	p := bodyParser{r: jsonReader{b: b}, out: &Body{}}
+	s := scratchPool.Get().(*scratch)
+	p := s.parser(b)
+	p.out.Messages = s.messages[:0]
+	err = p.parseWhole()
+	// The caller keeps the Body: its messages go into an array of their own, of their number,
+	// and the scratch array they were read into, grown as they were, is the next body's.
+	msgs := p.out.Messages
+	p.out.Messages = nil
+	if err == nil && len(msgs) > 0 {
+		p.out.Messages = slices.Clone(msgs)
+	}
+	s.keep(&p, msgs)
+	scratchPool.Put(s)
+	if err != nil {
+		return nil, err
+	}
+	return p.out, nil
+}
+
+// parseWhole decodes the body from its start, as ParseBody does.
+func (p *bodyParser) parseWhole() error {
 	if !p.parse() && p.r.err == nil {
-		return nil, errors.New("decoding request body: not a JSON object")
+		return errors.New("decoding request body: not a JSON object")
 	}
 	if err := p.r.end(); err != nil {
-		return nil, fmt.Errorf("decoding request body: %w", err)
+		return fmt.Errorf("decoding request body: %w", err)
 	}
 	p.finish()
-	return p.out, nil
+	return nil
+}
+
+// scratch is the working memory of a decode, none of which outlives it: the parser's
+// per-message texts, tool result texts, tool_use ids and tool_result blocks, and the array the
+// messages are decoded into when the Body does not keep it. A BodyCache keeps one from one
+// Parse to the next; ParseBody takes one from scratchPool. Growing these arrays one append at a
+// time was most of what ParseBody allocated (900 KB for a 1 MB body).
+type scratch struct {
+	texts    []messageText
+	results  [][]byte
+	uses     [][]byte
+	pending  []pendingResult
+	messages []Message
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxScratchMessages bounds the arrays of messages and of their texts kept from one decode to
+// the next, a scratch's and ReuseMessages' (a few MB at most): a body with more messages than
+// that gets arrays of its own.
+const maxScratchMessages = 16 << 10
+
+// parser returns a parser of b that works in s's arrays. s.messages is not given to it: only
+// the caller knows whether the Body keeps that array.
+func (s *scratch) parser(b []byte) bodyParser {
+	return bodyParser{r: jsonReader{b: b}, out: &Body{}, msgs: s.texts[:0], results: s.results[:0], uses: s.uses[:0], pending: s.pending[:0]}
+}
+
+// keep takes back, emptied, the arrays p worked in (or grew from s's), and msgs, when it is
+// not nil: an array of messages that no Body refers to any more.
+func (s *scratch) keep(p *bodyParser, msgs []Message) {
+	clear(p.msgs)
+	clear(p.results)
+	clear(p.uses)
+	clear(p.pending)
+	s.results, s.uses, s.pending = p.results[:0], p.uses[:0], p.pending[:0]
+	if cap(p.msgs) <= maxScratchMessages {
+		s.texts = p.msgs[:0]
+	}
+	if msgs != nil && cap(msgs) <= maxScratchMessages {
+		clear(msgs)
+		s.messages = msgs[:0]
+	}
 }
 
 // bodyParser holds the state of one ParseBody call.

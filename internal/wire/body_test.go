@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zeebo/xxh3"
@@ -323,6 +324,51 @@ func TestParseBodyErrors(t *testing.T) {
 				t.Errorf("encoding/json accepts %q", tt.body)
 			}
 		})
+	}
+}
+
+// TestParseBodyOwnsItsMessages checks that a Body's messages are its own, not the scratch
+// array ParseBody decodes into and reuses (scratchPool): decoding other bodies, sequentially,
+// after an error, and concurrently, leaves every Body returned before as it was.
+func TestParseBodyOwnsItsMessages(t *testing.T) {
+	bodies := [][]byte{
+		readFixture(t, "request_turn.json"),
+		readFixture(t, "request_tool_results.json"),
+		readFixture(t, "request_compact.json"),
+		claudeCodeBody(10 << 10),
+		claudeCodeBody(200 << 10),
+	}
+	decode := func(b []byte) *Body {
+		got, err := ParseBody(b, "")
+		if err != nil {
+			t.Error(err)
+		}
+		return got
+	}
+	first := make([]*Body, len(bodies))
+	for i, b := range bodies {
+		first[i] = decode(b)
+		if len(first[i].Messages) == 0 {
+			t.Fatalf("body %d: no messages decoded", i)
+		}
+		// An error halfway through a messages array leaves decoded messages behind.
+		if _, err := ParseBody(b[:len(b)*3/4], ""); err == nil {
+			t.Fatalf("body %d cut short: no error", i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for j := range 20 {
+				decode(bodies[j%len(bodies)])
+			}
+		})
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if again := decode(b); !reflect.DeepEqual(first[i], again) {
+			t.Errorf("body %d: decoding other bodies changed the Body returned for it", i)
+		}
 	}
 }
 

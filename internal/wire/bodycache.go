@@ -53,12 +53,8 @@ type BodyCache struct {
 	reuse bool
 	spare []Message
 
-	// Scratch reused from one Parse to the next: the parser's per-message texts, tool result
-	// texts, tool_use ids and tool_result blocks, which never outlive a Parse.
-	texts   []messageText
-	results [][]byte
-	uses    [][]byte
-	pending []pendingResult
+	// scratch is reused from one Parse to the next; its messages array is not (spare is).
+	scratch scratch
 }
 
 // bodyEntry is what a BodyCache remembers of the latest body of one conversation.
@@ -193,10 +189,6 @@ type BodyCacheOption func(*BodyCache)
 // collector each time. The rest of a Body is its own. Default off: every Body is its own.
 func ReuseMessages() BodyCacheOption { return func(c *BodyCache) { c.reuse = true } }
 
-// maxSpareMessages bounds the array ReuseMessages keeps between Parses (a few MB at most): a
-// body with more messages than that gets an array of its own.
-const maxSpareMessages = 16 << 10
-
 // Stats reports how many bodies were resumed from a remembered one, and how many were decoded
 // whole.
 func (c *BodyCache) Stats() (resumed, whole int) { return c.hits, c.misses }
@@ -213,21 +205,18 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	if err != nil {
 		return nil, fmt.Errorf("decoding request body: %w", err)
 	}
-	p := bodyParser{r: jsonReader{b: b}, out: &Body{}, track: true, msgs: c.texts[:0], results: c.results[:0], uses: c.uses[:0], pending: c.pending[:0]}
+	p := c.scratch.parser(b)
+	p.track = true
 	if c.reuse {
 		p.out.Messages = c.spare[:0]
 	}
 	defer func() {
 		// Keep the scratch, without references into this body.
-		clear(p.msgs)
-		clear(p.results)
-		clear(p.uses)
-		clear(p.pending)
-		c.texts, c.results, c.uses, c.pending = p.msgs[:0], p.results[:0], p.uses[:0], p.pending[:0]
+		c.scratch.keep(&p, nil)
 		if c.reuse {
 			// The array this Body's messages are in (or the one a failed decode left) is the
 			// next one's.
-			if m := p.out.Messages; m != nil && cap(m) <= maxSpareMessages {
+			if m := p.out.Messages; m != nil && cap(m) <= maxScratchMessages {
 				c.spare = m[:0]
 			}
 		}
