@@ -123,6 +123,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		a.closeTracing()
 		return nil, err
 	}
+	a.proxyLn = proxy.AcceptOnFirstByte(a.proxyLn, proxyIdleTimeout)
 	if a.metricsLn, err = listen("--metrics-listen", o.metricsListen); err != nil {
 		a.proxyLn.Close()
 		a.closeTracing()
@@ -140,13 +141,13 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 
 	a.proxySrv = &http.Server{
 		Handler: p,
-		// Bounds for what a client can make cctrace hold: headers must arrive within 30 s and
-		// fit in 1 MiB (larger ones get 431; Claude Code's are a few KiB), and a kept-alive
-		// connection idle for 10 minutes is closed. No read or write timeout: a stream may
-		// rightly last many minutes.
+		// Bounds for what a client can make cctrace hold: headers must arrive within 30 s of
+		// their first byte and fit in 1 MiB (larger ones get 431; Claude Code's are a few KiB),
+		// and a connection idle for 10 minutes, new (proxy.AcceptOnFirstByte) or kept alive, is
+		// closed. No read or write timeout: a stream may rightly last many minutes.
 		ReadHeaderTimeout: 30 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
-		IdleTimeout:       10 * time.Minute,
+		IdleTimeout:       proxyIdleTimeout,
 		TLSConfig:         tlsConfig,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -170,6 +171,10 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	a.startProbes(upstream)
 	return a, nil
 }
+
+// proxyIdleTimeout is how long the proxy keeps a connection that sends nothing, before its
+// first request and between requests.
+const proxyIdleTimeout = 10 * time.Minute
 
 func (a *app) serve(srv *http.Server, ln net.Listener) {
 	defer a.wg.Done()

@@ -197,12 +197,15 @@ func ServeBare(ctx context.Context, listen, upstream string, taps bool) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	// The server cctrace serves with: the header timeout starts at a connection's first byte
+	// (proxy.AcceptOnFirstByte). With it from the connection's start, the bench's clients lost
+	// requests on connections they had opened 30 s before using them.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 10 * time.Minute}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(proxy.AcceptOnFirstByte(ln, 10*time.Minute)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
