@@ -99,16 +99,23 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) bool {
 	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
+// dialRaw opens a TCP connection to addr, closed when the test ends.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func TestAcceptOnFirstByteBounds(t *testing.T) {
 	t.Run("headers still timed", func(t *testing.T) {
 		// The header timeout starts at the first byte: a client sending its headers slowly is
 		// still cut off.
 		addr, _ := serveProxy(t, firstByte(time.Minute))
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dialRaw(t, addr)
 		if _, err := io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -118,11 +125,7 @@ func TestAcceptOnFirstByteBounds(t *testing.T) {
 	})
 	t.Run("idle connection closed", func(t *testing.T) {
 		addr, _ := serveProxy(t, firstByte(3*testHeaderTimeout))
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dialRaw(t, addr)
 		if !closedWithin(t, c, 10*time.Second) {
 			t.Error("a connection that sends nothing is not closed after the idle time")
 		}
@@ -130,11 +133,7 @@ func TestAcceptOnFirstByteBounds(t *testing.T) {
 	t.Run("close", func(t *testing.T) {
 		// Closing the server closes the connections still waiting for their first byte.
 		addr, srv := serveProxy(t, firstByte(time.Minute))
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dialRaw(t, addr)
 		time.Sleep(50 * time.Millisecond) // accepted
 		if err := srv.Close(); err != nil {
 			t.Fatal(err)
@@ -146,11 +145,7 @@ func TestAcceptOnFirstByteBounds(t *testing.T) {
 	t.Run("request bytes intact", func(t *testing.T) {
 		// The byte read ahead is the request's first: a raw request gets its answer.
 		addr, _ := serveProxy(t, firstByte(time.Minute))
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dialRaw(t, addr)
 		if _, err := io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"); err != nil {
 			t.Fatal(err)
 		}
