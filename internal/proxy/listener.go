@@ -82,12 +82,11 @@ func (l *firstByteListener) acceptLoop() {
 // waitFirstByte reads c's first byte, within idle, and hands c to Accept with that byte in front.
 func (l *firstByteListener) waitFirstByte(c net.Conn) {
 	var first [1]byte
-	n := 0
-	var err error
-	if err = c.SetReadDeadline(time.Now().Add(l.idle)); err == nil {
+	n, err := 0, c.SetReadDeadline(time.Now().Add(l.idle))
+	if err == nil {
 		n, err = c.Read(first[:])
 	}
-	if n == 1 {
+	if err == nil {
 		// The server sets its own deadlines from here on.
 		err = c.SetReadDeadline(time.Time{})
 	}

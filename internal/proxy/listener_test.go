@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -17,10 +18,10 @@ import (
 // testHeaderTimeout stands for cctrace's ReadHeaderTimeout (30 s) in these tests.
 const testHeaderTimeout = 200 * time.Millisecond
 
-// serveProxy serves a proxy to an upstream that reads the request body and answers "ok", on an
-// http.Server with testHeaderTimeout, on a listener that wrap makes of a 127.0.0.1 one. It
-// returns the server's address; the server stops when the test ends.
-func serveProxy(t *testing.T, wrap func(net.Listener) net.Listener) (addr string, srv *http.Server) {
+// serveProxy serves a proxy to an upstream that reads the request body and answers "ok", with
+// testHeaderTimeout, on the listener wrap makes of a 127.0.0.1 one. The server stops when the
+// test ends.
+func serveProxy(t *testing.T, wrap func(net.Listener) net.Listener) (addr string, srv *httptest.Server) {
 	t.Helper()
 	up, err := url.Parse(startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -29,29 +30,19 @@ func serveProxy(t *testing.T, wrap func(net.Listener) net.Listener) (addr string
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorder()
-	p, err := New(up, rec)
+	p, err := New(up, newRecorder())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv = &http.Server{Handler: p, ReadHeaderTimeout: testHeaderTimeout, IdleTimeout: time.Minute}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(wrap(ln))
-	}()
+	srv = httptest.NewUnstartedServer(p)
+	srv.Config.ReadHeaderTimeout, srv.Config.IdleTimeout = testHeaderTimeout, time.Minute
+	srv.Listener = wrap(srv.Listener)
+	srv.Start()
 	t.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-		if c, ok := p.cfg.transport.(interface{ CloseIdleConnections() }); ok {
-			c.CloseIdleConnections()
-		}
+		srv.Close()
+		p.cfg.transport.(*http.Transport).CloseIdleConnections()
 	})
-	return ln.Addr().String(), srv
+	return srv.Listener.Addr().String(), srv
 }
 
 func firstByte(idle time.Duration) func(net.Listener) net.Listener {
@@ -135,9 +126,7 @@ func TestAcceptOnFirstByteBounds(t *testing.T) {
 		addr, srv := serveProxy(t, firstByte(time.Minute))
 		c := dialRaw(t, addr)
 		time.Sleep(50 * time.Millisecond) // accepted
-		if err := srv.Close(); err != nil {
-			t.Fatal(err)
-		}
+		srv.Close()
 		if !closedWithin(t, c, 10*time.Second) {
 			t.Error("a waiting connection outlives the server")
 		}
