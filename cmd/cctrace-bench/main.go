@@ -56,11 +56,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		short      = fs.Bool("short", false, "CI mode: a few seconds, fail only on functional breakage")
 		reps       = fs.Int("reps", 5, "repetitions of the whole matrix")
 		cctraceBin = fs.String("cctrace", "", "cctrace binary (go build ./cmd/cctrace)")
-		bareBin    = fs.String("bare", "", "the baseline proxy's binary, for bare, bare-control and cctrace-proxy (go build ./internal/bench/bareproxy)")
+		bareBin    = fs.String("bare", "", "the baseline proxy's binary, for bare, bare-control, cctrace-proxy and go-raw (go build ./internal/bench/bareproxy)")
 		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
-		variants   = fs.String("variants", "direct,bare,bare-control,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt); bare-control is a second bare proxy, whose ratios to bare are the run's noise")
+		variants   = fs.String("variants", "direct,bare,bare-control,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt, go-raw); bare-control is a second bare proxy, whose ratios to bare are the run's noise")
 		sizes      = fs.String("sizes", "10240,204800,1048576", "request body sizes in bytes")
 		concs      = fs.String("concurrency", "1,16,128", "client concurrency levels")
 		pacedSizes = fs.String("paced-sizes", "204800", "body sizes also run with a paced stream")
@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		defer os.RemoveAll(dir)
 	}
 	for _, v := range cfg.variants {
-		if (v == "bare" || v == "bare-control" || v == "cctrace-proxy") && cfg.bare == "" {
+		if (v == "bare" || v == "bare-control" || v == "cctrace-proxy" || v == "go-raw") && cfg.bare == "" {
 			return fmt.Errorf("variant %s needs -bare (go build -o bareproxy ./internal/bench/bareproxy)", v)
 		}
 	}
@@ -212,6 +212,8 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 			v, err = bench.StartBare(ctx, name, dir, cfg.bare, up.URL())
 		case "cctrace-proxy":
 			v, err = bench.StartProxyOnly(ctx, dir, cfg.bare, up.URL())
+		case "go-raw":
+			v, err = bench.StartGoRaw(ctx, dir, cfg.bare, up.URL())
 		case "nginx":
 			if _, serr := os.Stat(cfg.nginx); serr != nil && cfg.short {
 				fmt.Fprintf(w, "skipping nginx: %v\n", serr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -66,6 +67,28 @@ func (f *fixture) bare(t testing.TB) *Variant {
 	return v
 }
 
+// goRaw returns go-raw as a variant, closing every connection it holds at cleanup.
+func (f *fixture) goRaw(t testing.TB) *Variant {
+	g, err := NewGoRaw(f.up.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		g.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return &Variant{Name: "go-raw", URL: "http://" + ln.Addr().String()}
+}
+
 // cctrace returns cctrace assembled in process as a variant.
 func (f *fixture) cctrace(t testing.TB) *Variant {
 	s, err := NewStack(f.upstreamURL(t))
@@ -83,11 +106,11 @@ func (f *fixture) cctrace(t testing.TB) *Variant {
 }
 
 // TestShortRun is the harness's short mode in process: every cell kind through direct, the bare
-// proxy and cctrace, checking that each stream and body arrived byte for byte and that cctrace's
+// proxy, go-raw and cctrace, checking that each stream and body arrived byte for byte and that cctrace's
 // pipeline turned every request into a finished turn. It asserts no timings.
 func TestShortRun(t *testing.T) {
 	f := newFixture(t, 60)
-	variants := []*Variant{Direct(f.up), f.bare(t), f.cctrace(t)}
+	variants := []*Variant{Direct(f.up), f.bare(t), f.goRaw(t), f.cctrace(t)}
 	cells := []Cell{
 		{BodySize: 10 << 10, Concurrency: 1, Duration: 50 * time.Millisecond, MaxRequests: 5},
 		{BodySize: 1 << 20, Concurrency: 4, Duration: 50 * time.Millisecond, MaxRequests: 8},

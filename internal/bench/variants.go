@@ -98,12 +98,7 @@ func startVariant(ctx context.Context, name, dir string, env []string, readyPath
 // process, so that its CPU and memory are read like every other proxy's. name is the variant's:
 // "bare", or "bare-control" for a second one (see Control).
 func StartBare(ctx context.Context, name, dir, bin, upstream string) (*Variant, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	return startVariant(ctx, name, dir, nil, "/", port, bin,
-		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
+	return startBareproxy(ctx, name, dir, bin, upstream)
 }
 
 // StartProxyOnly starts bin (internal/bench/bareproxy) with -taps: cctrace's own proxy
@@ -111,12 +106,24 @@ func StartBare(ctx context.Context, name, dir, bin, upstream string) (*Variant, 
 // handing every exchange to an Observer that drops it. Against bare it shows what the forwarding
 // path costs; against cctrace, what decoding requests and tracking, metrics and spans do.
 func StartProxyOnly(ctx context.Context, dir, bin, upstream string) (*Variant, error) {
+	return startBareproxy(ctx, "cctrace-proxy", dir, bin, upstream, "-taps")
+}
+
+// StartGoRaw starts bin (internal/bench/bareproxy) with -go-raw: a forwarder of one goroutine
+// per client connection, without net/http's server, ReverseProxy or transport (GoRaw). Against
+// bare and nginx it shows how much of nginx's lead a Go program can have.
+func StartGoRaw(ctx context.Context, dir, bin, upstream string) (*Variant, error) {
+	return startBareproxy(ctx, "go-raw", dir, bin, upstream, "-go-raw")
+}
+
+// startBareproxy starts bin (internal/bench/bareproxy) with mode's flags as variant name.
+func startBareproxy(ctx context.Context, name, dir, bin, upstream string, mode ...string) (*Variant, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return startVariant(ctx, "cctrace-proxy", dir, nil, "/", port, bin, "-taps",
-		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
+	args := append(mode, "-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
+	return startVariant(ctx, name, dir, nil, "/", port, bin, args...)
 }
 
 // NewBareProxy returns the bare proxy the comparison is made against: httputil.ReverseProxy with
