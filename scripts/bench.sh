@@ -33,7 +33,10 @@ for a in "$@"; do
 done
 
 if [ "$short" = 1 ]; then
-	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" -jaeger "$jaeger" "$@"
+	# Every variant, go-raw (a measuring instrument, not in the full run's default) included, so
+	# that CI runs each one from its binary.
+	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" -jaeger "$jaeger" \
+		-variants direct,bare,bare-control,nginx,cctrace-proxy,go-raw,cctrace,cctrace-jaeger "$@"
 	exit
 fi
 
