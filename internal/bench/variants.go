@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -122,7 +123,7 @@ func startBareproxy(ctx context.Context, name, dir, bin, upstream string, mode .
 	if err != nil {
 		return nil, err
 	}
-	args := append(mode, "-listen", "127.0.0.1:"+strconv.Itoa(port), "-upstream", upstream)
+	args := slices.Concat(mode, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-upstream", upstream})
 	return startVariant(ctx, name, dir, nil, "/", port, bin, args...)
 }
 
@@ -207,12 +208,13 @@ func ServeBare(ctx context.Context, listen, upstream string, taps bool) error {
 	// The server cctrace serves with: the header timeout starts at a connection's first byte
 	// (proxy.AcceptOnFirstByte). With it from the connection's start, the bench's clients lost
 	// requests on connections they had opened 30 s before using them.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 10 * time.Minute}
+	const idle = 10 * time.Minute // cctrace's, for new and kept-alive connections alike
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idle}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
-	if err := srv.Serve(proxy.AcceptOnFirstByte(ln, 10*time.Minute)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(proxy.AcceptOnFirstByte(ln, idle)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
