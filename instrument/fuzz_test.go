@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/replay"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // opReader hands out the fuzzer's bytes one decision at a time; past the end it answers zero.

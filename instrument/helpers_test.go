@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // recorder is a Sink that keeps everything, checking the Sink contract as it goes.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // hostileBody builds a request body of n repetitions of a JSON fragment, wrapped as messages.

@@ -3,7 +3,7 @@ package instrument
 import (
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Side requests: titles, count_tokens and anything else that is not part of a conversation

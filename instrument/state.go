@@ -3,7 +3,7 @@ package instrument
 import (
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // session is everything the tracker keeps about one Claude Code session. It is proportional to

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Tools: an execute_tool span runs from the end of its tool_use block to the request that

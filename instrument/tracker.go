@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Markers Claude Code puts in requests, from captured traffic (see shared/wire-notes.md).

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bench/traffic"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // dropSink is a Sink that keeps nothing.

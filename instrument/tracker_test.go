@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 func TestToolRoundTrip(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Turns: what starts, continues and ends an agentic turn, compactions included.

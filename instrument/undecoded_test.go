@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // undecoded sends a Messages API request whose body cctrace forwarded without decoding it, of

@@ -20,7 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // pricesJSON is the built-in price table. Its "version" and "source" fields say when and where

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 func TestDefaultPrices(t *testing.T) {

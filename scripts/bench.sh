@@ -44,4 +44,4 @@ fi
 echo
 echo "Go benchmarks of the hot paths:"
 go test -run='^$' -bench='ParseBody|BodyCache|StreamDecoder|ProxySSE|Tracker|Sink|Stack' -benchmem -count=3 \
-	./internal/wire ./internal/proxy ./instrument ./internal/tracing ./internal/bench
+	./instrument/wire ./internal/proxy ./instrument ./internal/tracing ./internal/bench

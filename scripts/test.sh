@@ -73,8 +73,8 @@ run_static() {
 run_unit() {
 	# shellcheck disable=SC2046 # one argument per package
 	go test -race -count=1 $(unit_packages) || return
-	# internal/wire once more without its assembly (strmasks_amd64.s), as other platforms build it.
-	go test -count=1 -tags purego ./internal/wire/
+	# instrument/wire once more without its assembly (strmasks_amd64.s), as other platforms build it.
+	go test -count=1 -tags purego ./instrument/wire/
 }
 
 # fuzz_one fuzzes one target for FUZZTIME. Go 1.26's fuzzing coordinator can end a run at its

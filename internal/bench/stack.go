@@ -14,11 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/tracing"
-	"github.com/cctrace/cctrace/internal/wire"
 	"github.com/cctrace/cctrace/metrics"
 )
 

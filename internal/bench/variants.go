@@ -16,9 +16,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/jaegerconf"
 	"github.com/cctrace/cctrace/internal/proxy"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // Variant is one way of reaching the upstream: directly, or through a proxy process.

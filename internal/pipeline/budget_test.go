@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // TestQueueBudget checks that bodies count against the budget until they are decoded, that a

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/proxy"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // Pipeline is a proxy.Observer that feeds a tracker from one goroutine. Observer calls never

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/replay"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // recordedBody is one recorded exchange's request and response, with the raw bodies.

@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/replay"
 	"github.com/cctrace/cctrace/internal/tracing"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // recordedEvent is one request or response of a recorded session, decoded once.

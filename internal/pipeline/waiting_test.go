@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // trackedSink says when the tracker has taken its first request: its session is new.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // discard is an Observer that drops everything.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 func TestBodyClasses(t *testing.T) {

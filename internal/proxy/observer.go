@@ -1,6 +1,6 @@
 package proxy
 
-import "github.com/cctrace/cctrace/internal/wire"
+import "github.com/cctrace/cctrace/instrument/wire"
 
 // Observer receives what the proxy saw of each exchange. Both calls happen on forwarding
 // goroutines, so an Observer must return at once (hand off to a channel, never block or parse).

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Proxy is an http.Handler that forwards to one upstream and reports every exchange to an

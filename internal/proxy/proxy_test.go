@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // randomBytes returns n reproducible pseudo-random bytes.

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // readSizes is a client body that remembers the largest buffer it was asked to fill.

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Exchange is one recorded request and the response it got.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/metrics"
 )
 

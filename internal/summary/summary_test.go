@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/wire"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

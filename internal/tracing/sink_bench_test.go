@@ -8,8 +8,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bench/traffic"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // discardProcessor takes ended spans and keeps nothing. With it the SDK snapshots each span at

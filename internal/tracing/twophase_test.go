@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/replay"
-	"github.com/cctrace/cctrace/internal/wire"
 )
 
 // twoPhaseSink records spans the straightforward way: an SDK span started at SpanStarted with
