@@ -95,6 +95,19 @@ func (r *Request) HasToolResults() bool {
 	return m != nil && len(m.ToolResults) > 0
 }
 
+// errorResults counts the tool results with is_error set after the last assistant message.
+func (r *Request) errorResults() int {
+	n := 0
+	for i := len(r.Messages) - 1; i >= 0 && r.Messages[i].Role != "assistant"; i-- {
+		for _, tr := range r.Messages[i].ToolResults {
+			if tr.IsError {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // stripSecrets returns a copy of h without credentials.
 func stripSecrets(h http.Header) http.Header {
 	out := h.Clone()

@@ -240,6 +240,8 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 	e.pings(r)
 
 	index := 0
+	// cutInTool: the error comes inside the first tool call, after a whole text block.
+	cutInTool := r.StreamError != "" && len(r.ToolCalls) > 0
 	if r.Text != "" || r.StreamError != "" {
 		e.event("content_block_start", map[string]any{
 			"type": "content_block_start", "index": index,
@@ -252,7 +254,7 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 				"delta": map[string]string{"type": "text_delta", "text": part},
 			})
 		}
-		if r.StreamError != "" {
+		if r.StreamError != "" && !cutInTool {
 			e.event("error", errorBody(r.StreamError, r.ErrorMessage, p.requestID))
 			s.logStreamErr(p, e)
 			return
@@ -270,12 +272,20 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 		})
 		// The real API opens every tool input with an empty partial_json.
 		parts := append([]string{""}, splitText(string(toolInput(c)), s.cfg.chunk)...)
+		if cutInTool {
+			parts = parts[:1+(len(parts)-1)/2]
+		}
 		for _, part := range parts {
 			e.pause(r.ChunkDelay)
 			e.event("content_block_delta", map[string]any{
 				"type": "content_block_delta", "index": index,
 				"delta": map[string]string{"type": "input_json_delta", "partial_json": part},
 			})
+		}
+		if cutInTool {
+			e.event("error", errorBody(r.StreamError, r.ErrorMessage, p.requestID))
+			s.logStreamErr(p, e)
+			return
 		}
 		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 		index++

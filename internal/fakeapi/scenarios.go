@@ -153,6 +153,28 @@ var scenarios = map[string]func() Script{
 			}}},
 		)
 	},
+	// The first answer streams a whole text block and starts a Bash call, then the stream breaks
+	// with an overloaded_error event. Claude Code does not resend the request: it keeps the text,
+	// drops the cut call and asks the model to resume; the resumed answer runs the call.
+	"stream_cut": func() Script {
+		bash := ToolCall{Name: "Bash", Input: map[string]any{
+			"command": "echo resumed-after-cut", "description": "Print a marker",
+		}}
+		return withCommon("stream_cut",
+			Rule{Name: "main_result", Match: HasToolResults, Replies: []Reply{{
+				Text: "The command printed resumed-after-cut.", Usage: usage(79, 5711, 233, 21),
+			}}},
+			Rule{Name: "resume", Match: lastUserSays(CutOffResume), Replies: []Reply{{
+				ToolCalls: []ToolCall{bash}, Usage: usage(83, 5701, 151, 57),
+			}}},
+			Rule{Name: "main", Replies: []Reply{{
+				Text:        "Let me print a marker first.",
+				ToolCalls:   []ToolCall{bash},
+				StreamError: "overloaded_error",
+				Usage:       usage(73, 0, 5701, 0),
+			}}},
+		)
+	},
 	// The first attempt's stream breaks with an overloaded_error event; the retry succeeds.
 	"midstream_error": func() Script {
 		return withCommon("midstream_error",

@@ -44,6 +44,8 @@ type ToolCall struct {
 //   - Status != 0: an HTTP error with a JSON error body (ErrorType, ErrorMessage);
 //   - StreamError != "": a stream that starts normally, sends Text, then an SSE error event of
 //     that type and ends without message_stop (a non-streaming request gets a 500 instead);
+//     with ToolCalls, the text block ends and the first call begins before the error, cut
+//     halfway through its input;
 //   - otherwise a message with Text (if any) followed by ToolCalls (if any).
 //
 // The zero value answers an empty end_turn message with zero usage.

@@ -148,7 +148,7 @@ func TestScenarioNames(t *testing.T) {
 			t.Errorf("Scenario(%q) = %+v", want, s)
 		}
 	}
-	if len(names) != 14 {
+	if len(names) != 18 {
 		t.Errorf("ScenarioNames() = %v", names)
 	}
 	if _, err := Scenario("nope"); err == nil {

@@ -45,6 +45,9 @@ type Served struct {
 	// Cut is true when the client went away before the stream's end. Usage is then what the
 	// stream had reported by that point: message_start's (OutputTokens 1), or nothing.
 	Cut bool
+	// ErrorResults counts the tool results with is_error set that the request carries after
+	// its last assistant message: the failed calls of the answer before it.
+	ErrorResults int
 }
 
 // Server is the fake API, an http.Handler. Create it with New; it is safe for concurrent use.
@@ -148,7 +151,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 
 	sv := Served{
 		Seq: seq, Time: start, Method: req.Method, Path: req.Path, Header: req.Header,
-		Model: req.Model, Stream: req.Stream, Rule: p.rule,
+		Model: req.Model, Stream: req.Stream, Rule: p.rule, ErrorResults: req.errorResults(),
 	}
 	p.describe(&sv)
 	s.mu.Lock()

@@ -3,7 +3,7 @@
 #
 #   testdata/claude-code/record.sh SCENARIO [OUTDIR]
 #
-# CLAUDE points at the CLI binary (default: the npm install under /root/.cache/cctrace).
+# CLAUDE points at the CLI binary (default: the npm install scripts/tools.sh makes in its cache).
 # Each run uses a fresh HOME and working directory and a dummy key (KEY below), which
 # the fake never records (x-api-key is stripped); the script fails if the key shows up anyway.
 set -euo pipefail
@@ -11,7 +11,7 @@ set -euo pipefail
 scenario=${1:?usage: record.sh SCENARIO [OUTDIR]}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${2:-$repo/testdata/claude-code/$scenario}
-CLAUDE=${CLAUDE:-/root/.cache/cctrace/claude-code-2.1.328/node_modules/@anthropic-ai/claude-code-linux-x64/claude}
+CLAUDE=${CLAUDE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/claude-code-2.1.328/node_modules/@anthropic-ai/claude-code-linux-x64/claude}
 # Split so that grepping the tree for the key finds only leaks, not this line.
 KEY="sk-ant-dummy-""marker"
 
@@ -87,13 +87,28 @@ step() {
 }
 
 case $scenario in
-tool_roundtrip | retry_529 | slow_pings | midstream_error)
+tool_roundtrip | retry_529 | slow_pings | midstream_error | stream_cut | output_limit)
 	step -p "Print hello with a shell command." --allowedTools Bash,Read
+	;;
+stop_hook)
+	# A Stop hook that blocks the first end of the turn (exit 2, its stderr the feedback) and lets
+	# the second one through.
+	cat >"$tmp/stop-hook.sh" <<'HOOK'
+#!/bin/sh
+marker="$(dirname "$0")/stop-hook-ran"
+[ -e "$marker" ] && exit 0
+touch "$marker"
+echo "Please also say goodbye." >&2
+exit 2
+HOOK
+	chmod +x "$tmp/stop-hook.sh"
+	step -p "Give me a plain answer." --allowedTools Bash,Read \
+		--settings "{\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"$tmp/stop-hook.sh\"}]}]}}"
 	;;
 parallel_tools)
 	step -p "Print two words and read a file, all at once." --allowedTools Bash,Read
 	;;
-subagent | subagent_background)
+subagent | subagent_background | parallel_subagents)
 	step -p "Delegate an echo to a subagent." --allowedTools Bash,Read,Agent
 	;;
 compaction)

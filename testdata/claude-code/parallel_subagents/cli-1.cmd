@@ -1,0 +1,1 @@
+$ claude -p Delegate an echo to a subagent. --allowedTools Bash,Read,Agent
