@@ -12,8 +12,10 @@ import (
 
 // recorder is a Sink that keeps everything, checking the Sink contract as it goes.
 type recorder struct {
-	t        testing.TB
-	spans    []*Span
+	t     testing.TB
+	spans []*Span
+	// untraced are the requests outside any session, handed to SpanEnded alone.
+	untraced []*Span
 	started  map[SpanID]bool
 	ended    map[SpanID]bool
 	sessions []int
@@ -40,6 +42,13 @@ func (r *recorder) SpanStarted(s *Span) {
 
 func (r *recorder) SpanEnded(s *Span) {
 	r.t.Helper()
+	if !s.TraceID.IsValid() {
+		if s.ID.IsValid() || s.Parent.IsValid() || s.Chat == nil || s.Chat.Kind != RequestNoSession {
+			r.t.Fatalf("span %q ended without a trace id", s.Name)
+		}
+		r.untraced = append(r.untraced, s)
+		return
+	}
 	if !r.started[s.ID] {
 		r.t.Fatalf("span %q ended without start", s.Name)
 	}
@@ -86,6 +95,9 @@ func (r *recorder) traces() string {
 	for _, s := range roots {
 		walk(s, 0)
 	}
+	for _, s := range r.untraced {
+		fmt.Fprintf(&b, "(no trace) %s%s\n", s.Name, describe(s, true))
+	}
 	return b.String()
 }
 
@@ -94,7 +106,7 @@ func describe(s *Span, ended bool) string {
 	switch {
 	case s.Turn != nil:
 		t := s.Turn
-		f = append(f, fmt.Sprintf("turn=%d", t.Index), "outcome="+t.Outcome)
+		f = append(f, fmt.Sprintf("turn=%d", t.Index), "outcome="+string(t.Outcome))
 		f = append(f, fmt.Sprintf("req=%d tools=%d", t.Requests, t.ToolCalls))
 		if t.Retries > 0 {
 			f = append(f, fmt.Sprintf("retries=%d", t.Retries))
@@ -111,8 +123,8 @@ func describe(s *Span, ended bool) string {
 		if !t.PlanModeEntered.IsZero() {
 			f = append(f, "plan_mode")
 		}
-		if t.Trigger != "prompt" && t.Trigger != "compaction" {
-			f = append(f, "trigger="+t.Trigger)
+		if t.Trigger != TriggerPrompt && t.Trigger != TriggerCompaction {
+			f = append(f, "trigger="+string(t.Trigger))
 		}
 		f = append(f, fmt.Sprintf("in=%d out=%d", t.Usage.TotalInput(), t.Usage.OutputTokens))
 	case s.Chat != nil:
@@ -124,16 +136,24 @@ func describe(s *Span, ended bool) string {
 		if c.Compaction != nil {
 			f = append(f, "compaction="+c.Compaction.Trigger)
 		}
+		if c.Synthetic != "" {
+			f = append(f, "synthetic="+string(c.Synthetic))
+		}
 		if c.Response != nil && c.Response.Message != nil {
 			f = append(f, "stop="+c.Response.Message.StopReason)
 		}
 	case s.Tool != nil:
-		f = append(f, "outcome="+s.Tool.Outcome)
+		f = append(f, "outcome="+string(s.Tool.Outcome))
 	case s.Subagent != nil:
-		f = append(f, fmt.Sprintf("req=%d", s.Subagent.Requests))
-		if s.Subagent.Background {
+		sa := s.Subagent
+		f = append(f, fmt.Sprintf("req=%d tools=%d", sa.Requests, sa.ToolCalls))
+		if sa.ToolErrors > 0 {
+			f = append(f, fmt.Sprintf("tool_errors=%d", sa.ToolErrors))
+		}
+		if sa.Background {
 			f = append(f, "background")
 		}
+		f = append(f, fmt.Sprintf("in=%d out=%d", sa.Usage.TotalInput(), sa.Usage.OutputTokens))
 	}
 	if s.Status == StatusError {
 		f = append(f, "ERROR:"+s.ErrorType)

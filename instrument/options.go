@@ -3,6 +3,8 @@ package instrument
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // Option configures a Tracker.
@@ -17,6 +19,7 @@ type config struct {
 	adoptWindow    time.Duration
 	capture        bool
 	scrub          func(string) string
+	price          func(model string, u wire.Usage) (usd float64, ok bool) // nil: none
 }
 
 // AdoptWindow is how long a side request that arrives while no turn is open (a title, a
@@ -77,4 +80,13 @@ func WithContentCapture(scrub func(string) string) Option {
 			c.scrub = scrub
 		}
 	}
+}
+
+// WithPricing sets how answers are priced: price returns the estimated USD cost of usage u of
+// model, and false when it cannot price that model. Each chat span carries its answer's cost,
+// priced by the model requested or, when price does not know it (an alias a gateway maps), by
+// the model that answered; turns and subagents carry their totals, and count the answers with
+// usage that could not be priced. Default: nothing is priced.
+func WithPricing(price func(model string, u wire.Usage) (usd float64, ok bool)) Option {
+	return func(c *config) { c.price = price }
 }

@@ -47,7 +47,44 @@ const (
 	RequestAuxiliary   RequestKind = "auxiliary"    // side requests: titles, classifiers, …
 	RequestCompaction  RequestKind = "compaction"   // the summarisation request of a compaction
 	RequestCountTokens RequestKind = "count_tokens" // /v1/messages/count_tokens
-	RequestOther       RequestKind = "other"        // not a Messages API request, or not decodable
+	// RequestResumption is a main-chain request that goes on with an answer whose stream was cut
+	// before it stopped: Claude Code keeps what arrived and asks the model to resume.
+	RequestResumption RequestKind = "resumption"
+	RequestOther      RequestKind = "other" // not a Messages API request, or not decodable
+	// RequestNoSession is a request that is not a Messages API call and names no session (a
+	// load balancer's or a person's probe): it is counted, but makes no trace.
+	RequestNoSession RequestKind = "no_session"
+)
+
+// Synthetic names a kind of user-role text that Claude Code writes itself rather than a person
+// typing it (docs/wire.md lists each with its text). The zero value is human text, or none.
+type Synthetic string
+
+// Kinds of synthetic user text that open or continue a turn.
+const (
+	// SyntheticCutOff asks the model to resume an answer whose stream was cut mid-way ("Your
+	// response above was cut off mid-stream.").
+	SyntheticCutOff Synthetic = "cut_off"
+	// SyntheticOutputLimit asks the model to go on after an answer ran out of output tokens
+	// ("Output token limit hit.").
+	SyntheticOutputLimit Synthetic = "output_limit"
+	// SyntheticHookFeedback carries what a Stop (or TeammateIdle, TaskCreated, TaskCompleted)
+	// hook said when it blocked the end of a turn ("Stop hook feedback:").
+	SyntheticHookFeedback Synthetic = "hook_feedback"
+	// SyntheticTaskNotification reports that a background task, such as a background subagent,
+	// finished (<task-notification>).
+	SyntheticTaskNotification Synthetic = "task_notification"
+	// SyntheticInterrupt says the user interrupted the turn ("[Request interrupted by user");
+	// what the user typed next comes with it, so it always starts a new turn.
+	SyntheticInterrupt Synthetic = "interrupt"
+	// SyntheticCorrection asks the model to redo an answer Claude Code could not use: a
+	// malformed tool call, no visible output, a turn-ending call beside a failed one.
+	SyntheticCorrection Synthetic = "correction"
+	// SyntheticSafetyStop says a safety classifier stopped the answer.
+	SyntheticSafetyStop Synthetic = "safety_stop"
+	// SyntheticCompaction asks for the summary of a compaction ("CRITICAL: Respond with TEXT
+	// ONLY").
+	SyntheticCompaction Synthetic = "compaction"
 )
 
 // StatusCode is the outcome of a span. The zero value is StatusUnset.
@@ -114,13 +151,42 @@ type Chat struct {
 	Compacted bool
 	// Compaction is set on the request where the tracker recognised a finished compaction.
 	Compaction *Compaction
-	// NewBlocks counts the content blocks that this request carries for the first time in its
-	// chain, by role and type (blocks resent with the history are not counted again).
+	// NewBlocks counts, by role and type, the content blocks of the messages this request
+	// carries beyond those of its chain's previous request (all of them for a chain's first
+	// request, and after its history was rewritten, as by a compaction). A retry carries none
+	// new. Side requests have none: they belong to no chain.
 	NewBlocks map[BlockKey]int
+	// ResponseBlocks counts the content blocks of the answer, by type, when it belongs to a
+	// chain and did not fail: the assistant's blocks as the upstream first sent them.
+	ResponseBlocks map[wire.BlockType]int
+	// Synthetic is the kind of Claude Code's own text in the request's newest user message,
+	// when it carries one.
+	Synthetic Synthetic
+	// Cost is the estimated USD cost of the answer's usage; Priced is false when there was no
+	// usage or the price table does not know the model (see WithPricing).
+	Cost   float64
+	Priced bool
 	// PlanMode is true when the request carries Plan Mode reminders.
 	PlanMode bool
 	// Prompt is the human text preview of a turn request; empty unless content capture is on.
 	Prompt string
+}
+
+// EachFirstSeenBlock calls f with the content blocks this exchange put on the wire for the first
+// time in its conversation, by role and type, in no particular order: the request's new blocks
+// other than the assistant's (those are earlier answers, sent back) and the answer's own blocks.
+// Over a conversation every block is counted once, when it first appears.
+func (c *Chat) EachFirstSeenBlock(f func(k BlockKey, n int)) {
+	for k, n := range c.NewBlocks {
+		if k.Role != wire.RoleAssistant && n > 0 {
+			f(k, n)
+		}
+	}
+	for typ, n := range c.ResponseBlocks {
+		if n > 0 {
+			f(BlockKey{Role: wire.RoleAssistant, Type: typ}, n)
+		}
+	}
 }
 
 // BlockKey is a (role, block type) pair for counting content blocks.
@@ -138,20 +204,64 @@ type Compaction struct {
 	ContextBefore int
 }
 
-// ToolOutcomeUnknown is the outcome of a tool call whose result came in a request cctrace
-// forwarded without decoding its body (a memory budget was full): the call is over, but whether
-// it succeeded is not known. Not an error.
-const ToolOutcomeUnknown = "unknown"
+// ToolOutcome is how a tool round trip ended. The zero value is a call still running.
+type ToolOutcome string
+
+// Tool outcomes.
+const (
+	ToolSuccess ToolOutcome = "success"
+	ToolError   ToolOutcome = "error" // the result has is_error set
+	// ToolOutcomeUnknown is the outcome of a tool call whose result came in a request cctrace
+	// forwarded without decoding its body (a memory budget was full): the call is over, but
+	// whether it succeeded is not known. Not an error.
+	ToolOutcomeUnknown ToolOutcome = "unknown"
+	// ToolInterrupted: the user interrupted the turn while the call ran (Claude Code rejects it).
+	ToolInterrupted ToolOutcome = "interrupted"
+	// ToolAbandoned: the turn or subagent ended without the call's result.
+	ToolAbandoned ToolOutcome = "abandoned"
+	ToolShutdown  ToolOutcome = "shutdown" // cctrace stopped first
+	ToolEvicted   ToolOutcome = "evicted"  // the session was dropped first
+)
+
+// Outcome is how a turn ended: the stop reason of its final answer (end_turn, max_tokens,
+// stop_sequence, refusal, …, as the upstream sent it) or one of cctrace's own outcomes below.
+// The zero value is a turn still running.
+type Outcome string
+
+// Outcomes of a turn that are not a stop reason.
+const (
+	OutcomeInterrupted Outcome = "interrupted"  // a new prompt came first
+	OutcomeError       Outcome = "error"        // its last request failed and was not retried
+	OutcomeIdleTimeout Outcome = "idle_timeout" // no request for the turn idle timeout
+	OutcomeEvicted     Outcome = "evicted"      // the session was dropped (idle, or too many)
+	OutcomeShutdown    Outcome = "shutdown"     // cctrace stopped first
+	OutcomeCompaction  Outcome = "compaction"   // a /compact summarisation
+)
+
+// Trigger is what started a turn. The zero value is not used.
+type Trigger string
+
+// Turn triggers. A turn that a synthetic user text started has that text's kind as trigger:
+// Trigger(SyntheticOutputLimit), Trigger(SyntheticHookFeedback), ….
+const (
+	TriggerPrompt Trigger = "prompt" // a human prompt
+	// TriggerTaskNotification: Claude Code reporting that a background task finished.
+	TriggerTaskNotification = Trigger(SyntheticTaskNotification)
+	// TriggerContinuation: a request without human text while no turn was open, e.g. tool
+	// results after cctrace restarted or a turn timed out.
+	TriggerContinuation Trigger = "continuation"
+	// TriggerUndecoded: a large request of the main agent whose body cctrace did not decode,
+	// while no turn was open.
+	TriggerUndecoded  Trigger = "undecoded"
+	TriggerCompaction Trigger = "compaction" // a /compact summarisation
+)
 
 // Tool describes one tool round trip: from the end of its tool_use block in a response to the
 // arrival of its tool_result in a later request.
 type Tool struct {
-	Name   string
-	CallID string
-	// Outcome is "success", "error" (is_error), ToolOutcomeUnknown (the result came in a request
-	// whose body cctrace did not decode), or, when no result arrived, "interrupted" (a new
-	// prompt superseded the turn), "abandoned" (the turn ended otherwise) or "shutdown".
-	Outcome     string
+	Name        string
+	CallID      string
+	Outcome     ToolOutcome
 	InputBytes  int
 	ResultBytes int
 	// Input and Result are previews; empty unless content capture is on.
@@ -165,26 +275,24 @@ type Subagent struct {
 	Type       string // subagent_type, "general-purpose" when not given
 	AgentID    string // x-claude-code-agent-id
 	Background bool
-	// Requests, ToolCalls and Usage total the subagent's own requests.
-	Requests  int
-	ToolCalls int
-	Usage     wire.Usage
+	// Requests, Retries, ToolCalls, ToolErrors, Usage, Cost and Unpriced total everything that
+	// ran under the subagent (the requests of its own chain and of subagents it started), also
+	// after the turn that launched it ended.
+	Requests   int
+	Retries    int
+	ToolCalls  int
+	ToolErrors int
+	Usage      wire.Usage
+	Cost       float64
+	Unpriced   int
 }
 
 // Turn describes one agentic turn: one human prompt and everything it caused.
 type Turn struct {
-	Index int
-	// Outcome is the final stop reason (end_turn, max_tokens, stop_sequence, refusal, …) or
-	// "interrupted", "error", "idle_timeout", "evicted", "shutdown", or "compaction" for a manual
-	// /compact trace.
-	Outcome    string
+	Index      int
+	Outcome    Outcome
 	StopReason string
-	// Trigger says what started the turn: "prompt" (a human prompt), "task_notification"
-	// (Claude Code reporting a finished background task), "continuation" (a request without human
-	// text while no turn was open, e.g. tool results after cctrace restarted or a turn timed out),
-	// "undecoded" (a large request of the main agent whose body cctrace did not decode, while no
-	// turn was open) or "compaction" (a /compact summarisation).
-	Trigger string
+	Trigger    Trigger
 	// Compaction is "manual" when this trace is a /compact summarisation.
 	Compaction string
 	Requests   int // API request attempts, subagents' included
@@ -196,8 +304,11 @@ type Turn struct {
 	ToolCounts map[string]int
 	// ToolFailures counts tool results with is_error set, by tool name.
 	ToolFailures map[string]int
-	// Usage totals every request of the turn, subagents' included.
-	Usage wire.Usage
+	// Usage totals every request of the turn, subagents' included; Cost prices them, and
+	// Unpriced counts those with usage that the price table could not price.
+	Usage    wire.Usage
+	Cost     float64
+	Unpriced int
 	// Models lists the models the turn used, in order of first use.
 	Models []string
 	// Prompt is a preview of the human prompt; empty unless content capture is on.
@@ -212,7 +323,10 @@ type Turn struct {
 type Sink interface {
 	// SpanStarted is called when a span opens. Its End is zero.
 	SpanStarted(s *Span)
-	// SpanEnded is called once per started span, with End and the final fields set.
+	// SpanEnded is called once per started span, with End and the final fields set. A request
+	// outside any conversation (Chat.Kind RequestNoSession: a probe) is handed to SpanEnded
+	// alone, never started, with no trace or span id: it belongs to no trace, so exporters
+	// leave it out, and metrics count it.
 	SpanEnded(s *Span)
 	// SessionsActive reports the number of sessions the tracker holds, whenever it changes.
 	SessionsActive(n int)

@@ -40,7 +40,9 @@ type chain struct {
 	lastHash uint64       // Body.HistoryHash of the last request
 	lastKind RequestKind
 	failed   bool // the last request failed (a request repeating it is a retry)
-	attempt  int  // attempt number of the last request
+	// cut: the last answer began (message_start) and ended without a stop reason.
+	cut     bool
+	attempt int // attempt number of the last request
 }
 
 // turn is an open agentic turn: the root span and its running totals.
@@ -51,6 +53,10 @@ type turn struct {
 	lastSeen time.Time
 	failed   bool // the last main-chain request failed
 	canceled bool // the client abandoned the last main-chain request
+	// stopped is the stop reason of an answer that ran out of output tokens: Claude Code goes
+	// on with the turn by itself, so it ends with that outcome only when nothing follows
+	// within recoveryWindow (or something else does).
+	stopped string
 	// compactionOnly marks a trace that holds a /compact summarisation and nothing else.
 	compactionOnly bool
 	// root, totals and firstModel are where span, span.Turn and the first backing array of
@@ -62,9 +68,12 @@ type turn struct {
 
 // subagentRun is one subagent: its span and its own totals.
 type subagentRun struct {
-	span  *Span // &root
-	turn  *turn // the turn it started in; it may outlive it (background agents)
-	ended bool
+	span *Span // &root
+	turn *turn // the turn it started in; it may outlive it (background agents)
+	// parent is the run whose Agent call started this one (nil when the main agent's did):
+	// what runs under this one counts in the parent's totals too.
+	parent *subagentRun
+	ended  bool
 	// root and totals are where span and span.Subagent live (one allocation, not three).
 	root   Span
 	totals Subagent
@@ -75,6 +84,8 @@ type openTool struct {
 	span  *Span // &root
 	turn  *turn
 	chain *chain // the chain whose response asked for it
+	// sub is the subagent run whose response asked for it (nil for the main agent's).
+	sub *subagentRun
 	// subagent is the run this Agent call started, once its first request was seen.
 	subagent *subagentRun
 	// async is set when the Agent call's result says the subagent runs in the background.
@@ -100,9 +111,10 @@ type exchange struct {
 	turn  *turn        // the turn whose totals it counts into; nil for standalone traces
 	sub   *subagentRun // set for subagent requests
 	hash  uint64
-	// orphan: its span waits for a turn to adopt it; done: its response already ended.
-	orphan, done bool
-	since        time.Time
+	// orphan: its span waits for a turn to adopt it; done: its response already ended;
+	// untraced: a request outside any session (RequestNoSession), in no trace.
+	orphan, done, untraced bool
+	since                  time.Time
 	// root, chat and body are where span, span.Chat and span.Chat.Request.Body (the request's
 	// body without its messages) live: one allocation per request instead of four. Sinks do not
 	// keep spans past a call, and nothing else points at them.

@@ -83,7 +83,7 @@ func (t *Tracker) startSubagent(ex *exchange) *subagentRun {
 	if call := t.agentCallFor(sess, req.Body.FirstHumanTextHash, true); call != nil {
 		call.subagent = run
 		t.dropAgentCall(sess, call)
-		parent, run.turn = call.span, call.turn
+		parent, run.turn, run.parent = call.span, call.turn, call.sub
 		if a := call.span.Tool.Agent; a != nil {
 			if a.SubagentType != "" {
 				sa.Type = a.SubagentType

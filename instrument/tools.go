@@ -12,7 +12,7 @@ import (
 // carries its result.
 
 // endChainTools ends, with outcome, the tool calls still waiting for a result that ch asked for.
-func (t *Tracker) endChainTools(sess *session, ch *chain, end time.Time, outcome string) {
+func (t *Tracker) endChainTools(sess *session, ch *chain, end time.Time, outcome ToolOutcome) {
 	for _, id := range sortedToolIDs(sess.tools) {
 		if tool := sess.tools[id]; tool.chain == ch {
 			t.endTool(sess, id, tool, end, outcome, nil)
@@ -47,7 +47,7 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 		if start.IsZero() {
 			start = ex.span.End
 		}
-		ot := &openTool{turn: ex.turn, chain: ex.chain}
+		ot := &openTool{turn: ex.turn, chain: ex.chain, sub: ex.sub}
 		ot.call = Tool{Name: tu.Name, CallID: tu.ID, InputBytes: tu.InputBytes, Agent: tu.Agent}
 		if t.cfg.capture {
 			ot.call.Input = t.cfg.scrub(tu.Input)
@@ -76,6 +76,11 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 		if tr := ex.turn; tr != nil && !tr.ended {
 			tr.span.Turn.ToolCalls++
 			tr.span.Turn.ToolCounts[tu.Name]++
+		}
+		for run := ex.sub; run != nil; run = run.parent {
+			if !run.ended {
+				run.span.Subagent.ToolCalls++
+			}
 		}
 		t.sink.SpanStarted(span)
 	}
@@ -107,13 +112,13 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 				continue
 			}
 			matched = true
-			outcome := "success"
+			outcome := ToolSuccess
 			switch {
 			case r.IsError && interrupted:
 				// Claude Code rejects the call it was running when the user interrupted.
-				outcome = "interrupted"
+				outcome = ToolInterrupted
 			case r.IsError:
-				outcome = "error"
+				outcome = ToolError
 			}
 			if tool.span.Tool.Agent != nil && strings.Contains(r.Preview, asyncAgentMarker) {
 				// Claude Code ran the subagent in the background (the default in -p mode).
@@ -128,7 +133,7 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 	return interrupted, matched
 }
 
-func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Time, outcome string, r *wire.ToolResult) {
+func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Time, outcome ToolOutcome, r *wire.ToolResult) {
 	delete(sess.tools, id)
 	span := tool.span
 	if end.Before(span.Start) {
@@ -142,14 +147,19 @@ func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Tim
 			span.Tool.Result = t.cfg.scrub(r.Preview)
 		}
 	}
-	if outcome != "success" && outcome != ToolOutcomeUnknown {
-		span.Status, span.ErrorType = StatusError, outcome
-		if outcome == "error" {
+	if outcome != ToolSuccess && outcome != ToolOutcomeUnknown {
+		span.Status, span.ErrorType = StatusError, string(outcome)
+		if outcome == ToolError {
 			span.ErrorType = "tool_error"
 			span.StatusMessage = "the tool result has is_error set"
 			if tr := tool.turn; tr != nil && !tr.ended {
 				tr.span.Turn.ToolErrors++
 				tr.span.Turn.ToolFailures[span.Tool.Name]++
+			}
+			for run := tool.sub; run != nil; run = run.parent {
+				if !run.ended {
+					run.span.Subagent.ToolErrors++
+				}
 			}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 )
 
-// Markers Claude Code puts in requests, from captured traffic (see shared/wire-notes.md).
+// Markers Claude Code puts in requests, from captured traffic (docs/wire.md).
 const (
 	compactionPrompt   = "CRITICAL: Respond with TEXT ONLY"
 	continuationPrefix = "This session is being continued from a previous conversation"
@@ -26,7 +26,14 @@ const (
 	// Messages API clients): their turns are traced the same way.
 	otherClientName = "api-client"
 	defaultSubagent = "general-purpose"
+	// stopMaxTokens is the stop reason of an answer that ran out of output tokens.
+	stopMaxTokens = "max_tokens"
 )
+
+// recoveryWindow is how long a turn whose answer ran out of output tokens waits for Claude
+// Code's own request to go on with it before it ends with that answer. Claude Code sends that
+// request within milliseconds.
+const recoveryWindow = 10 * time.Second
 
 // Tracker turns a stream of exchanges into turns and spans. It is not safe for concurrent use:
 // feed it from one goroutine. The zero value is not usable; call New.
@@ -61,6 +68,16 @@ func (t *Tracker) Sessions() int { return len(t.sessions) }
 // The tracker keeps req; callers must not modify it afterwards.
 func (t *Tracker) Request(req *wire.Request) {
 	now := req.Time
+	if req.Endpoint == wire.EndpointOther && req.Headers.SessionID == "" {
+		// A probe (a load balancer's health check, a person's curl) is no conversation: it is
+		// counted, and makes no trace of its own.
+		ex := &exchange{since: now, untraced: true}
+		ex.chat = Chat{Request: *req, Kind: RequestNoSession}
+		ex.root = Span{Kind: KindChat, Name: t.chatName(req), Start: now, Chat: &ex.chat}
+		ex.span = &ex.root
+		t.open[req.ExchangeID] = ex
+		return
+	}
 	sess := t.sessionFor(req)
 	sess.lastSeen = now
 	ex := &exchange{sess: sess, since: now}
@@ -119,6 +136,11 @@ func (t *Tracker) Response(resp *wire.Response) {
 	span.End = endTime(resp, span.Start)
 	failed := setChatStatus(span, resp)
 	msg := resp.Message
+	if ex.untraced {
+		t.sink.SpanEnded(span)
+		return
+	}
+	t.price(chat)
 	if ex.sess.evicted {
 		// The session was evicted while this request was in flight: its turn and tools have
 		// ended, and tool calls opened now would belong to nothing and never end.
@@ -133,10 +155,18 @@ func (t *Tracker) Response(resp *wire.Response) {
 
 	if ch := ex.chain; ch != nil {
 		ch.failed = failed
+		// An answer that began and never stopped: Claude Code either sends the request again or
+		// goes on from what arrived (see startConversational).
+		ch.cut = msg != nil && msg.StopReason == ""
 		if msg != nil && !failed {
 			ch.context = msg.Usage.TotalInput()
 			for typ, n := range msg.Blocks {
-				addBlock(chat, wire.RoleAssistant, typ, n)
+				if n > 0 {
+					if chat.ResponseBlocks == nil {
+						chat.ResponseBlocks = make(map[wire.BlockType]int, len(msg.Blocks))
+					}
+					chat.ResponseBlocks[typ] += n
+				}
 			}
 		}
 	}
@@ -157,18 +187,18 @@ func (t *Tracker) Response(resp *wire.Response) {
 func (t *Tracker) Tick(now time.Time) {
 	for _, sess := range t.sessions {
 		if tr := sess.turn; tr != nil && !tr.deadline.IsZero() && now.After(tr.deadline) {
-			outcome := "idle_timeout"
+			outcome := OutcomeIdleTimeout
 			switch {
 			case tr.canceled:
-				outcome = "interrupted"
+				outcome = OutcomeInterrupted
 			case tr.failed:
-				outcome = "error"
+				outcome = OutcomeError
 			}
 			t.endTurn(sess, tr.lastSeen, outcome, "")
 		}
 		t.flushOrphans(sess, now, false)
 		if now.Sub(sess.lastSeen) > t.cfg.sessionTimeout {
-			t.evict(sess, now, "evicted")
+			t.evict(sess, now, OutcomeEvicted)
 		}
 	}
 	t.reportSessions()
@@ -193,7 +223,7 @@ func (t *Tracker) Close(now time.Time) {
 		}
 	}
 	for _, sess := range t.sortedSessions() {
-		t.evict(sess, now, "shutdown")
+		t.evict(sess, now, OutcomeShutdown)
 	}
 	t.reportSessions()
 }
@@ -227,7 +257,7 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 				oldest = s
 			}
 		}
-		t.evict(oldest, req.Time, "evicted")
+		t.evict(oldest, req.Time, OutcomeEvicted)
 	}
 	s := &session{
 		id:     id,
@@ -243,18 +273,19 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 	return s
 }
 
-// evict ends everything open in sess and forgets it.
-func (t *Tracker) evict(sess *session, now time.Time, outcome string) {
+// evict ends everything open in sess, with outcome (OutcomeEvicted or OutcomeShutdown), and
+// forgets it.
+func (t *Tracker) evict(sess *session, now time.Time, outcome Outcome) {
 	t.flushOrphans(sess, now, true)
 	if sess.turn != nil {
 		end := now
-		if outcome == "evicted" {
+		if outcome == OutcomeEvicted {
 			end = sess.turn.lastSeen
 		}
 		t.endTurn(sess, end, outcome, "")
 	}
 	for _, id := range sortedToolIDs(sess.tools) {
-		t.endTool(sess, id, sess.tools[id], now, outcome, nil)
+		t.endTool(sess, id, sess.tools[id], now, ToolOutcome(outcome), nil)
 	}
 	keys := make([]string, 0, len(sess.agents))
 	for k := range sess.agents {
@@ -268,7 +299,7 @@ func (t *Tracker) evict(sess *session, now time.Time, outcome string) {
 			if sub.span.End.Before(sub.span.Start) {
 				sub.span.End = sub.span.Start
 			}
-			sub.span.Status, sub.span.ErrorType = StatusError, outcome
+			sub.span.Status, sub.span.ErrorType = StatusError, string(outcome)
 			t.sink.SpanEnded(sub.span)
 		}
 	}

@@ -71,7 +71,7 @@ func TestSubagentNestsUnderAgentCall(t *testing.T) {
 invoke_agent claude-code [turn=1 outcome=end_turn req=4 tools=2 subagents=1 in=26 out=48]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
   execute_tool Agent [outcome=success]
-    invoke_agent Explore [req=2]
+    invoke_agent Explore [req=2 tools=1 in=6 out=8]
       chat claude-sonnet-4-6 [kind=subagent stop=tool_use]
       execute_tool Glob [outcome=success]
       chat claude-sonnet-4-6 [kind=subagent stop=end_turn]
@@ -103,10 +103,10 @@ func TestSubagentFoundByBillingHeaderAndPrompt(t *testing.T) {
 invoke_agent claude-code [turn=1 outcome=end_turn req=4 tools=2 subagents=2 in=4 out=4]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
   execute_tool Agent [outcome=success]
-    invoke_agent general-purpose [req=1]
+    invoke_agent general-purpose [req=1 tools=0 in=1 out=1]
       chat claude-sonnet-4-6 [kind=subagent stop=end_turn]
   execute_tool Agent [outcome=success]
-    invoke_agent Plan [req=1]
+    invoke_agent Plan [req=1 tools=0 in=1 out=1]
       chat claude-sonnet-4-6 [kind=subagent stop=end_turn]
   chat claude-sonnet-4-6 [kind=tool_results stop=end_turn]
 `)
@@ -127,7 +127,7 @@ func TestBackgroundSubagentOutlivesItsCall(t *testing.T) {
 invoke_agent claude-code [turn=1 outcome=end_turn req=2 tools=1 in=2 out=2]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
   execute_tool Agent [outcome=success]
-    invoke_agent general-purpose [req=1 background]
+    invoke_agent general-purpose [req=1 tools=0 background in=7 out=7]
       chat claude-sonnet-4-6 [kind=subagent stop=end_turn]
   chat claude-sonnet-4-6 [kind=tool_results stop=end_turn]
 `)
@@ -335,7 +335,7 @@ invoke_agent claude-code [turn=1 outcome=end_turn req=1 tools=0 in=100 out=10]
 invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=200 out=10]
   chat claude-sonnet-4-6 [kind=turn stop=end_turn]
 invoke_agent claude-code [turn=3 outcome=compaction req=1 tools=0 compaction=manual in=300 out=50]
-  chat claude-sonnet-4-6 [kind=compaction stop=end_turn]
+  chat claude-sonnet-4-6 [kind=compaction synthetic=compaction stop=end_turn]
 invoke_agent claude-code [turn=4 outcome=end_turn req=1 tools=0 in=40 out=10]
   chat claude-sonnet-4-6 [kind=turn compaction=manual stop=end_turn]
 invoke_agent claude-code [turn=5 outcome=end_turn req=1 tools=0 in=50 out=10]
@@ -364,7 +364,7 @@ func TestAutoCompactionInsideTurn(t *testing.T) {
 invoke_agent claude-code [turn=1 outcome=end_turn req=3 tools=1 in=305000 out=2110]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
   execute_tool Bash [outcome=success]
-  chat claude-sonnet-4-6 [kind=compaction stop=end_turn]
+  chat claude-sonnet-4-6 [kind=compaction synthetic=compaction stop=end_turn]
   chat claude-sonnet-4-6 [kind=turn compaction=auto stop=end_turn]
 `)
 }
@@ -394,7 +394,7 @@ func TestNonClaudeCodeClient(t *testing.T) {
 	c.reply(id, "tool_use", usage(1, 1, 0, 0), tool("call_1", "get_weather"))
 	id = c.sendReq(&wire.Request{Method: "POST", Path: "/v1/messages", Endpoint: wire.EndpointMessages, Body: body("claude-opus-4-5", 2, append(first, assistant("call_1"), results("call_1")))})
 	c.reply(id, "end_turn", usage(1, 1, 0, 0))
-	// Something that is not the Messages API at all.
+	// Something that is not the Messages API at all, and names no session: no trace.
 	id = c.sendReq(&wire.Request{Method: "GET", Path: "/v1/models", Endpoint: wire.EndpointOther})
 	c.tr.Response(&wire.Response{ExchangeID: id, Status: 200, End: c.now})
 	c.tick(time.Minute)
@@ -406,14 +406,17 @@ invoke_agent api-client [turn=1 outcome=end_turn req=2 tools=1 in=2 out=2]
   chat claude-opus-4-5 [kind=turn stop=tool_use]
   execute_tool get_weather [outcome=success]
   chat claude-opus-4-5 [kind=tool_results stop=end_turn]
-GET /v1/models [kind=other]
+(no trace) GET /v1/models [kind=no_session]
 `)
 	sessions := map[string]bool{}
 	for _, s := range c.rec.spans {
 		sessions[s.SessionID] = true
 	}
-	if !sessions["meta-session"] || len(sessions) != 3 {
-		t.Errorf("sessions = %v, want meta-session, a fingerprint and unknown", sessions)
+	if !sessions["meta-session"] || len(sessions) != 2 {
+		t.Errorf("sessions = %v, want meta-session and a fingerprint", sessions)
+	}
+	if n := c.tr.Sessions(); n != 2 {
+		t.Errorf("the tracker holds %d sessions, want 2: a probe makes none", n)
 	}
 }
 
@@ -473,6 +476,9 @@ func TestSessionEviction(t *testing.T) {
 	}
 }
 
+// TestNewBlocksCountedOnce: over a conversation, EachFirstSeenBlock counts every block once,
+// when it first appears on the wire: the user's as sent, the assistant's as answered (not again
+// when sent back), a retry's none.
 func TestNewBlocksCountedOnce(t *testing.T) {
 	c := newConvo(t)
 	p := user("go")
@@ -485,9 +491,7 @@ func TestNewBlocksCountedOnce(t *testing.T) {
 	total := map[BlockKey]int{}
 	for _, s := range c.rec.spans {
 		if s.Chat != nil {
-			for k, n := range s.Chat.NewBlocks {
-				total[k] += n
-			}
+			s.Chat.EachFirstSeenBlock(func(k BlockKey, n int) { total[k] += n })
 		}
 	}
 	want := map[BlockKey]int{

@@ -15,7 +15,9 @@ func (t *Tracker) startCompaction(ex *exchange) {
 	sess := ex.sess
 	ex.chain = &sess.main
 	body := ex.span.Chat.Request.Body
+	ex.span.Chat.Synthetic = SyntheticCompaction
 	t.closeTools(sess, body, ex.span.Start)
+	t.countNewBlocks(ex.span.Chat, ex.chain, body)
 	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
 	ex.chain.messages = len(body.Messages)
 	if tr := sess.turn; tr != nil && !tr.compactionOnly {
@@ -25,7 +27,7 @@ func (t *Tracker) startCompaction(ex *exchange) {
 	tr := t.startTurn(sess, ex.span.Start, ex)
 	tr.compactionOnly = true
 	tr.span.Turn.Compaction = "manual"
-	tr.span.Turn.Trigger = "compaction"
+	tr.span.Turn.Trigger = TriggerCompaction
 	t.startChild(ex, tr.span, tr)
 }
 
@@ -70,7 +72,7 @@ func (t *Tracker) startUndecoded(ex *exchange) {
 	tr := sess.turn
 	if tr == nil || tr.compactionOnly {
 		tr = t.startTurn(sess, now, ex)
-		tr.span.Turn.Trigger = "undecoded"
+		tr.span.Turn.Trigger = TriggerUndecoded
 	}
 	t.joinTurn(ex, tr, now)
 }
@@ -86,6 +88,7 @@ func (t *Tracker) joinRun(ex *exchange, sub *subagentRun) {
 func (t *Tracker) joinTurn(ex *exchange, tr *turn, now time.Time) {
 	tr.deadline = time.Time{}
 	tr.canceled = false
+	tr.stopped = ""
 	tr.lastSeen = now
 	t.startChild(ex, tr.span, tr)
 }
@@ -104,10 +107,19 @@ func (t *Tracker) startConversational(ex *exchange) {
 	}
 	ex.chain = ch
 	last := lastConversational(body)
+	chat.Synthetic = syntheticKind(body, last)
 	interrupted, matched := t.closeTools(sess, body, req.Time)
+	// After an answer that began and was cut before it stopped (an error event, the upstream or
+	// the client ending the stream), Claude Code sends the same request again (a retry, below)
+	// or goes on from what arrived, with the text it keeps and a request to resume: whatever
+	// that request says, it continues the turn, unless the user interrupted it.
+	resumes := ch.seen && ch.cut && !interrupted
 	// A human prompt starts a turn, unless the same message answers tool calls of the open turn
-	// (text the user queued while tools ran); an interruption always ends the open one.
-	newPrompt := interrupted || (last != nil && last.Role == wire.RoleUser && last.HumanText && !matched)
+	// (text the user queued while tools ran) or goes on with a cut answer; an interruption always
+	// ends the open one. Text Claude Code writes itself is no prompt: it continues the open turn,
+	// or, when none is open, starts one with its kind as the trigger.
+	newPrompt := interrupted || (!resumes && last != nil && last.Role == wire.RoleUser && last.HumanText &&
+		chat.Synthetic == "" && !matched)
 
 	retry := ch.seen && body.HistoryHash == ch.lastHash && (ch.failed || req.Headers.RetryCount > 0)
 	if retry {
@@ -123,8 +135,12 @@ func (t *Tracker) startConversational(ex *exchange) {
 		t.joinRun(ex, sub)
 	} else {
 		if !retry {
-			chat.Kind = RequestToolResults
-			if last == nil || len(last.ToolResults) == 0 {
+			switch {
+			case resumes || chat.Synthetic == SyntheticCutOff || chat.Synthetic == SyntheticOutputLimit:
+				chat.Kind = RequestResumption
+			case last != nil && len(last.ToolResults) > 0:
+				chat.Kind = RequestToolResults
+			default:
 				chat.Kind = RequestTurn
 			}
 		}
@@ -137,12 +153,12 @@ func (t *Tracker) startConversational(ex *exchange) {
 		default:
 			tr = t.startTurn(sess, req.Time, ex)
 			switch {
-			case body.TaskNotification:
-				tr.span.Turn.Trigger = "task_notification"
 			case newPrompt:
 				chat.Kind = RequestTurn
+			case chat.Synthetic != "":
+				tr.span.Turn.Trigger = Trigger(chat.Synthetic)
 			case compaction == nil:
-				tr.span.Turn.Trigger = "continuation"
+				tr.span.Turn.Trigger = TriggerContinuation
 			}
 		}
 		t.trackPlanMode(sess, tr, body.PlanMode, req.Time)
@@ -186,7 +202,7 @@ func (t *Tracker) compactionFor(sess *session, ch *chain, body *wire.Body, retry
 // requests that were waiting for it.
 func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 	if sess.turn != nil {
-		t.endTurn(sess, now, "interrupted", "")
+		t.endTurn(sess, now, OutcomeInterrupted, "")
 	}
 	sess.turns++
 	start := now
@@ -198,7 +214,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 	tr := &turn{lastSeen: now}
 	tr.totals = Turn{
 		Index:        sess.turns,
-		Trigger:      "prompt",
+		Trigger:      TriggerPrompt,
 		ToolCounts:   make(map[string]int),
 		ToolFailures: make(map[string]int),
 	}
@@ -239,17 +255,26 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 }
 
 // endTurn ends the open turn of sess at end with outcome; tools still waiting for results end
-// with it.
-func (t *Tracker) endTurn(sess *session, end time.Time, outcome, stopReason string) {
+// with it. A turn whose answer stopped at the output limit, held open in case Claude Code went
+// on with it, ends as that answer did, whatever came instead.
+func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopReason string) {
 	tr := sess.turn
 	if tr == nil {
 		return
 	}
+	if tr.stopped != "" {
+		end, outcome, stopReason = tr.lastSeen, Outcome(tr.stopped), tr.stopped
+	}
 	sess.turn = nil
 	tr.ended = true
-	toolOutcome := "abandoned"
-	if outcome == "interrupted" || outcome == "shutdown" || outcome == "evicted" {
-		toolOutcome = outcome
+	toolOutcome := ToolAbandoned
+	switch outcome {
+	case OutcomeInterrupted:
+		toolOutcome = ToolInterrupted
+	case OutcomeShutdown:
+		toolOutcome = ToolShutdown
+	case OutcomeEvicted:
+		toolOutcome = ToolEvicted
 	}
 	for _, id := range sortedToolIDs(sess.tools) {
 		tool := sess.tools[id]
@@ -272,13 +297,13 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome, stopReason stri
 	span.Turn.Outcome = outcome
 	span.Turn.StopReason = stopReason
 	if tr.compactionOnly {
-		span.Turn.Outcome = "compaction"
+		span.Turn.Outcome = OutcomeCompaction
 		if outcome != "end_turn" && stopReason == "" {
 			span.Turn.Outcome = outcome
 		}
 	}
 	switch outcome {
-	case "error", "idle_timeout":
+	case OutcomeError, OutcomeIdleTimeout:
 		if tr.failed && !tr.canceled {
 			span.Status, span.ErrorType = StatusError, "error"
 			span.StatusMessage = "the turn's last request failed and was not retried"
@@ -303,7 +328,7 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 			sub.ended = true
 			// A subagent that has answered for good runs none of the tool calls it left
 			// without a result.
-			t.endChainTools(sess, ex.chain, end, "abandoned")
+			t.endChainTools(sess, ex.chain, end, ToolAbandoned)
 			sub.span.End = end
 			t.sink.SpanEnded(sub.span)
 		}
@@ -334,30 +359,44 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 		tr.deadline = end.Add(t.cfg.errorTimeout)
 	case waits:
 		tr.deadline = end.Add(t.cfg.toolTimeout)
+	case stop == stopMaxTokens && !tr.compactionOnly:
+		// Claude Code asks the model to go on (SyntheticOutputLimit) at once, in the same turn.
+		tr.stopped = stop
+		tr.deadline = end.Add(recoveryWindow)
 	default:
 		if tr.compactionOnly {
 			sess.compacting = &pendingCompaction{messagesBefore: sess.main.messages, contextBefore: sess.main.context}
 		}
-		t.endTurn(sess, end, stop, stop)
+		t.endTurn(sess, end, Outcome(stop), stop)
 	}
 }
 
-// addTotals adds a finished request to its turn's and subagent's totals.
+// addTotals adds a finished request to its turn's totals, and to those of the subagent it ran
+// in and of the subagents that started that one.
 func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 	if resp == nil {
 		return
 	}
+	chat := ex.span.Chat
 	var u wire.Usage
 	model := ""
 	if m := resp.Message; m != nil {
 		u, model = m.Usage, m.Model
 	}
-	if model == "" && ex.span.Chat.Request.Body != nil {
-		model = ex.span.Chat.Request.Body.Model
+	if model == "" && chat.Request.Body != nil {
+		model = chat.Request.Body.Model
 	}
-	if sub := ex.sub; sub != nil {
-		sub.span.Subagent.Requests++
-		sub.span.Subagent.Usage = addUsage(sub.span.Subagent.Usage, u)
+	for run := ex.sub; run != nil; run = run.parent {
+		if run.ended {
+			continue // its span is out already, with the totals it had
+		}
+		sa := run.span.Subagent
+		sa.Requests++
+		if chat.Attempt > 0 {
+			sa.Retries++
+		}
+		sa.Usage = addUsage(sa.Usage, u)
+		addCost(&sa.Cost, &sa.Unpriced, chat)
 	}
 	tr := ex.turn
 	if tr == nil || tr.ended {
@@ -365,10 +404,11 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 	}
 	tt := tr.span.Turn
 	tt.Requests++
-	if ex.span.Chat.Attempt > 0 {
+	if chat.Attempt > 0 {
 		tt.Retries++
 	}
 	tt.Usage = addUsage(tt.Usage, u)
+	addCost(&tt.Cost, &tt.Unpriced, chat)
 	if model != "" && !contains(tt.Models, model) {
 		if tt.Models == nil {
 			tt.Models = tr.firstModel[:0] // most turns use one model
@@ -377,18 +417,43 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 	}
 }
 
-// countNewBlocks counts the content blocks a request carries for the first time in its chain:
-// the messages beyond those of the chain's last request (all of them when the history was
-// rewritten, as after a compaction). Assistant blocks are counted from responses instead.
+// price sets the cost of chat's answer (see WithPricing).
+func (t *Tracker) price(chat *Chat) {
+	if t.cfg.price == nil || chat.Response == nil || chat.Response.Message == nil {
+		return
+	}
+	msg := chat.Response.Message
+	if b := chat.Request.Body; b != nil && b.Model != "" {
+		if chat.Cost, chat.Priced = t.cfg.price(b.Model, msg.Usage); chat.Priced {
+			return
+		}
+	}
+	if msg.Model != "" {
+		chat.Cost, chat.Priced = t.cfg.price(msg.Model, msg.Usage)
+	}
+}
+
+// addCost adds the cost of chat's answer to a total, or counts it as unpriced when it had
+// usage that could not be priced.
+func addCost(total *float64, unpriced *int, chat *Chat) {
+	switch {
+	case chat.Priced:
+		*total += chat.Cost
+	case chat.Response != nil && chat.Response.Message != nil:
+		*unpriced++
+	}
+}
+
+// countNewBlocks counts the content blocks of the messages a request carries beyond those of
+// its chain's last request (all of them when the history was rewritten, as after a compaction):
+// Chat.NewBlocks.
 func (t *Tracker) countNewBlocks(chat *Chat, ch *chain, body *wire.Body) {
 	from := ch.messages
 	if !ch.seen || from > len(body.Messages) {
 		from = 0
 	}
 	for _, m := range body.Messages[from:] {
-		if m.Role != wire.RoleAssistant {
-			m.Blocks.Each(func(typ wire.BlockType, n int) { addBlock(chat, m.Role, typ, n) })
-		}
+		m.Blocks.Each(func(typ wire.BlockType, n int) { addBlock(chat, m.Role, typ, n) })
 	}
 }
 

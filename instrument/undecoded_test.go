@@ -69,7 +69,7 @@ func TestUndecodedSubagentRequest(t *testing.T) {
 invoke_agent claude-code [turn=1 outcome=end_turn req=5 tools=2 subagents=1 in=27 out=49]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
   execute_tool Agent [outcome=success]
-    invoke_agent Explore [req=2]
+    invoke_agent Explore [req=2 tools=1 in=6 out=8]
       chat claude-sonnet-4-6 [kind=subagent stop=tool_use]
       execute_tool Glob [outcome=unknown]
       chat [kind=other stop=end_turn]

@@ -1,6 +1,7 @@
 // Package metrics is the Prometheus sink of cctrace: it turns the tracker's ended spans into
-// token, cost, request, latency, tool, subagent and turn metrics, priced from an embedded,
-// versioned price table (prices.json; see LoadPrices for the format of an override).
+// token, cost, request, latency, tool, subagent and turn metrics. It also holds the price table
+// (an embedded, versioned prices.json; see LoadPrices for the format of an override) that the
+// tracker prices answers with (instrument.WithPricing and Prices.Cost).
 //
 // Labels come only from small sets: model (capped, see WithMaxModels), request kind, HTTP status,
 // stop reason, token type, tool name (capped, see WithMaxToolNames), outcome, body (request or
@@ -122,8 +123,6 @@ const codeError = "error"
 // Metrics is the Prometheus sink: an instrument.Sink that records ended spans. Build it with New;
 // the zero value is not usable. Its methods are safe for concurrent use.
 type Metrics struct {
-	prices *Prices
-
 	models, tools                                     *cappedLabel
 	kinds, stopReasons, turnOutcomes, toolOutcomes    *cappedLabel
 	subagentTypes, triggers, blockRoles, blockTypes   *cappedLabel
@@ -175,7 +174,6 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	}
 	m := &Metrics{
-		prices:        cfg.prices,
 		exemplars:     newExemplarGate(cfg.exemplarInterval),
 		now:           cfg.now,
 		models:        newCappedLabel(cfg.maxModels),
@@ -308,12 +306,12 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 			m.chatEnded(s, s.Chat, o)
 		}
 	case instrument.KindTool:
-		name, outcome := "", ""
+		name, outcome := "", instrument.ToolOutcome("")
 		if s.Tool != nil {
 			name, outcome = s.Tool.Name, s.Tool.Outcome
 		}
 		tool := m.tools.value(name, labelUnknown)
-		o.add(m.toolCalls.WithLabelValues(tool, m.toolOutcomes.value(outcome, labelUnknown)), 1)
+		o.add(m.toolCalls.WithLabelValues(tool, m.toolOutcomes.value(string(outcome), labelUnknown)), 1)
 		o.observeDuration(m.toolDuration.WithLabelValues(tool), toolDurationBuckets, s)
 	case instrument.KindSubagent:
 		typ := ""
@@ -324,7 +322,7 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 	case instrument.KindTurn:
 		outcome := ""
 		if s.Turn != nil {
-			outcome = s.Turn.Outcome
+			outcome = string(s.Turn.Outcome)
 		}
 		o.add(m.turns.WithLabelValues(m.turnOutcomes.value(outcome, labelUnknown)), 1)
 		o.observeDuration(m.turnDuration, turnDurationBuckets, s)
@@ -370,8 +368,8 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 			o.add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h))
 		}
 		o.observe(m.contextTokens.WithLabelValues(model), contextBuckets, float64(u.TotalInput()))
-		if usd, ok := m.price(requested, served, u); ok {
-			o.add(m.cost.WithLabelValues(model), usd)
+		if c.Priced {
+			o.add(m.cost.WithLabelValues(model), c.Cost)
 		} else {
 			o.add(m.unpriced.WithLabelValues(model), 1)
 		}
@@ -389,29 +387,21 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 	if cp := c.Compaction; cp != nil {
 		o.add(m.compactions.WithLabelValues(m.triggers.value(cp.Trigger, labelUnknown)), 1)
 	}
-	keys := make([]instrument.BlockKey, 0, len(c.NewBlocks))
-	for k, n := range c.NewBlocks {
-		if n > 0 {
-			keys = append(keys, k)
-		}
+	type blockCount struct {
+		key instrument.BlockKey
+		n   int
 	}
+	var blocks []blockCount
+	c.EachFirstSeenBlock(func(k instrument.BlockKey, n int) { blocks = append(blocks, blockCount{k, n}) })
 	// Sorted so that which values a full cap admits does not depend on map order.
-	slices.SortFunc(keys, func(a, b instrument.BlockKey) int {
-		return cmp.Or(cmp.Compare(a.Role, b.Role), cmp.Compare(a.Type, b.Type))
+	slices.SortFunc(blocks, func(a, b blockCount) int {
+		return cmp.Or(cmp.Compare(a.key.Role, b.key.Role), cmp.Compare(a.key.Type, b.key.Type))
 	})
-	for _, k := range keys {
-		role := m.blockRoles.value(string(k.Role), labelUnknown)
-		typ := m.blockTypes.value(string(k.Type), labelUnknown)
-		o.add(m.contentBlocks.WithLabelValues(role, typ), float64(c.NewBlocks[k]))
+	for _, b := range blocks {
+		role := m.blockRoles.value(string(b.key.Role), labelUnknown)
+		typ := m.blockTypes.value(string(b.key.Type), labelUnknown)
+		o.add(m.contentBlocks.WithLabelValues(role, typ), float64(b.n))
 	}
-}
-
-// price prices usage by the requested model, or by the served one when only that is known.
-func (m *Metrics) price(requested, served string, u wire.Usage) (float64, bool) {
-	if usd, ok := m.prices.Cost(requested, u); ok {
-		return usd, true
-	}
-	return m.prices.Cost(served, u)
 }
 
 // statusCode is the code label: the HTTP status, or "error" when no response arrived or its

@@ -7,7 +7,6 @@ type Option func(*config)
 
 // config holds New's settings; defaultConfig states every default.
 type config struct {
-	prices           *Prices
 	maxToolNames     int
 	maxModels        int
 	exemplarInterval time.Duration
@@ -16,21 +15,10 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		prices:           DefaultPrices(),
 		maxToolNames:     100,
 		maxModels:        50,
 		exemplarInterval: DefaultExemplarInterval,
 		now:              time.Now,
-	}
-}
-
-// WithPrices sets the price table behind cctrace_cost_usd_total. The default (also used when p is
-// nil) is DefaultPrices, the table embedded from metrics/prices.json.
-func WithPrices(p *Prices) Option {
-	return func(c *config) {
-		if p != nil {
-			c.prices = p
-		}
 	}
 }
 

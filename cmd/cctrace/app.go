@@ -67,11 +67,11 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 			return nil, fmt.Errorf("loading --pricing: %w", err)
 		}
 	}
-	m, err := metrics.New(reg, metrics.WithPrices(prices))
+	m, err := metrics.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("creating metrics: %w", err)
 	}
-	a.store = summary.New(summary.WithOutput(out), summary.WithPrices(prices))
+	a.store = summary.New(summary.WithOutput(out))
 	sinks := instrument.Sinks{m, a.store}
 
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent)}
@@ -93,6 +93,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		instrument.WithToolTimeout(o.toolTimeout),
 		instrument.WithSessionTimeout(o.sessionTimeout),
 		instrument.WithMaxSessions(o.maxSessions),
+		instrument.WithPricing(prices.Cost),
 	}
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))

@@ -108,7 +108,7 @@ func (c *turnCounter) SpanEnded(s *instrument.Span) {
 	if c.outcomes == nil {
 		c.outcomes = map[string]int{}
 	}
-	c.outcomes[s.Turn.Outcome+"/"+s.Turn.Trigger]++
+	c.outcomes[string(s.Turn.Outcome)+"/"+string(s.Turn.Trigger)]++
 	c.mu.Unlock()
 }
 

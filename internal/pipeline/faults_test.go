@@ -323,7 +323,7 @@ func TestUpstreamFaults(t *testing.T) {
 			if got := chat.ErrorType; got != tt.wantError || (got == "") != (chat.Status == instrument.StatusOK) {
 				t.Errorf("chat span status %v %q (%s), want error type %q", chat.Status, got, chat.StatusMessage, tt.wantError)
 			}
-			if turn := s.turnSpan(t); turn.Turn.Outcome != tt.wantTurn {
+			if turn := s.turnSpan(t); string(turn.Turn.Outcome) != tt.wantTurn {
 				t.Errorf("turn outcome %q, want %q", turn.Turn.Outcome, tt.wantTurn)
 			}
 			s.stillServes(t)

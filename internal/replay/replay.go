@@ -31,6 +31,9 @@ type Exchange struct {
 	response []byte
 }
 
+// RawResponse returns the response body as recorded (the SSE or JSON text the upstream sent).
+func (e *Exchange) RawResponse() string { return string(e.response) }
+
 // record is the on-disk form of one exchange.
 type record struct {
 	Seq             int                 `json:"seq"`

@@ -26,7 +26,8 @@ func replayed(t *testing.T, name string, opts ...Option) (*Store, string) {
 	var out bytes.Buffer
 	store := New(append([]Option{WithOutput(&out)}, opts...)...)
 	var seed uint64
-	tr := instrument.New(store, instrument.WithIDSource(func() uint64 { seed++; return seed }))
+	tr := instrument.New(store, instrument.WithIDSource(func() uint64 { seed++; return seed }),
+		instrument.WithPricing(testPrices.Cost))
 	replay.Play(tr, exchanges)
 	tr.Tick(exchanges[len(exchanges)-1].Response.End.Add(time.Minute))
 	return store, out.String()
@@ -34,15 +35,14 @@ func replayed(t *testing.T, name string, opts ...Option) (*Store, string) {
 
 // testPrices prices only claude-opus-5-5, at round rates, so that other models show as unpriced
 // and the expected costs do not move when the embedded table is updated.
-func testPrices(t *testing.T) *metrics.Prices {
-	t.Helper()
+var testPrices = func() *metrics.Prices {
 	p, err := metrics.ParsePrices([]byte(`{"version":"test","models":[{"ids":["claude-opus-5-5"],
 		"input":10,"output":100,"cache_read":1,"cache_write_5m":10,"cache_write_1h":20}]}`))
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return p
-}
+}()
 
 // TestReplayedSessions checks the per-turn lines and the closing summary of recorded Claude Code
 // sessions: retries, parallel tools with a failure, a subagent, and a manual compaction.
@@ -108,7 +108,7 @@ func TestReplayedSessions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {
-			store, out := replayed(t, tt.scenario, WithPrices(testPrices(t)))
+			store, out := replayed(t, tt.scenario)
 			if got, want := strings.Split(strings.TrimSpace(out), "\n"), tt.lines; !slices.Equal(got, want) {
 				t.Errorf("turn lines:\n got %q\nwant %q", got, want)
 			}

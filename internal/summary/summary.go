@@ -15,7 +15,6 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/metrics"
 )
 
 // Store is an instrument.Sink that remembers recent turns and their spans. It is safe for
@@ -23,7 +22,6 @@ import (
 type Store struct {
 	mu       sync.Mutex
 	out      io.Writer
-	prices   *metrics.Prices
 	now      func() time.Time
 	maxTurns int
 	maxSpans int
@@ -52,23 +50,12 @@ func WithMaxTurns(n int) Option { return func(s *Store) { s.maxTurns = n } }
 // WithMaxSpans bounds how many spans one turn keeps. Default 5000; the rest are counted only.
 func WithMaxSpans(n int) Option { return func(s *Store) { s.maxSpans = n } }
 
-// WithPrices sets the price table for estimated costs; pass the one the metrics use. Default
-// (also for nil): metrics.DefaultPrices().
-func WithPrices(p *metrics.Prices) Option {
-	return func(s *Store) {
-		if p != nil {
-			s.prices = p
-		}
-	}
-}
-
 // WithClock sets the clock that times turns still running. Default: time.Now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
-		prices:   metrics.DefaultPrices(),
 		now:      time.Now,
 		maxTurns: 200,
 		maxSpans: 5000,
@@ -233,6 +220,9 @@ type SessionTotals struct {
 
 // SpanStarted implements instrument.Sink.
 func (s *Store) SpanStarted(sp *instrument.Span) {
+	if !sp.TraceID.IsValid() {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.session(sp.SessionID).seen(sp.Start)
@@ -281,18 +271,20 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	s.open[sp.ID] = rec
 }
 
-// SpanEnded implements instrument.Sink.
+// SpanEnded implements instrument.Sink. Requests outside any session (no trace) are not kept.
 func (s *Store) SpanEnded(sp *instrument.Span) {
+	if !sp.TraceID.IsValid() {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cost, priced := s.cost(sp)
-	s.countSession(sp, cost, priced)
+	s.countSession(sp)
 	t := s.byTrace[sp.TraceID]
 	if t != nil && t.Running() && sp.Kind != instrument.KindTurn {
 		t.addLive(sp)
 	}
-	if t != nil && sp.Chat != nil {
-		addCost(&t.Cost, &t.Unpriced, cost, priced, chatUsage(sp.Chat) != nil)
+	if t != nil && sp.Chat != nil && t.Running() {
+		addCost(&t.Cost, &t.Unpriced, sp.Chat)
 		if cp := sp.Chat.Compaction; cp != nil {
 			t.Compacted = cp.Trigger
 		}
@@ -308,12 +300,12 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 		switch {
 		case sp.Chat != nil:
 			fillChat(rec, sp.Chat)
-			if priced {
-				rec.cost = cost
+			if sp.Chat.Priced {
+				rec.cost = sp.Chat.Cost
 				r.Cost = &rec.cost
 			}
 		case sp.Tool != nil:
-			r.Tool, r.Outcome = sp.Tool.Name, sp.Tool.Outcome
+			r.Tool, r.Outcome = sp.Tool.Name, string(sp.Tool.Outcome)
 		}
 	}
 	if t == nil || sp.Parent.IsValid() {
@@ -332,24 +324,6 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 // SessionsActive implements instrument.Sink; the store does not need it.
 func (s *Store) SessionsActive(int) {}
 
-// cost prices a chat span's usage by the requested model, else the served one, as the metrics
-// do. priced is false for spans without usage or with an unknown model.
-func (s *Store) cost(sp *instrument.Span) (usd float64, priced bool) {
-	if sp.Chat == nil {
-		return 0, false
-	}
-	u := chatUsage(sp.Chat)
-	if u == nil {
-		return 0, false
-	}
-	if b := sp.Chat.Request.Body; b != nil {
-		if usd, ok := s.prices.Cost(b.Model, *u); ok {
-			return usd, true
-		}
-	}
-	return s.prices.Cost(sp.Chat.Response.Message.Model, *u)
-}
-
 func chatUsage(c *instrument.Chat) *wire.Usage {
 	if c.Response == nil || c.Response.Message == nil {
 		return nil
@@ -357,11 +331,13 @@ func chatUsage(c *instrument.Chat) *wire.Usage {
 	return &c.Response.Message.Usage
 }
 
-func addCost(total *float64, unpriced *int, usd float64, priced, hasUsage bool) {
+// addCost adds a chat span's cost (instrument.WithPricing) to a total, or counts it as unpriced
+// when it had usage that could not be priced.
+func addCost(total *float64, unpriced *int, c *instrument.Chat) {
 	switch {
-	case priced:
-		*total += usd
-	case hasUsage:
+	case c.Priced:
+		*total += c.Cost
+	case chatUsage(c) != nil:
 		*unpriced++
 	}
 }
@@ -389,7 +365,7 @@ func (t *Turn) addLive(sp *instrument.Span) {
 			t.Tools = make(map[string]int)
 		}
 		t.Tools[sp.Tool.Name]++
-		if sp.Tool.Outcome == "error" {
+		if sp.Tool.Outcome == instrument.ToolError {
 			t.ToolErrors++
 			if t.ToolFailures == nil {
 				t.ToolFailures = make(map[string]int)
@@ -457,7 +433,7 @@ func (tot *SessionTotals) seen(at time.Time) {
 	}
 }
 
-func (s *Store) countSession(sp *instrument.Span, cost float64, priced bool) {
+func (s *Store) countSession(sp *instrument.Span) {
 	tot := s.session(sp.SessionID)
 	tot.seen(sp.End)
 	switch {
@@ -467,7 +443,7 @@ func (s *Store) countSession(sp *instrument.Span, cost float64, priced bool) {
 		tot.Subagents++
 	case sp.Tool != nil:
 		tot.ToolCalls++
-		if sp.Tool.Outcome == "error" {
+		if sp.Tool.Outcome == instrument.ToolError {
 			tot.ToolErrors++
 		}
 	case sp.Chat != nil:
@@ -479,14 +455,11 @@ func (s *Store) countSession(sp *instrument.Span, cost float64, priced bool) {
 		if c.Compaction != nil {
 			tot.Compactions++
 		}
-		for k, n := range c.NewBlocks {
-			tot.Blocks[k] += n
-		}
-		u := chatUsage(c)
-		if u != nil {
+		c.EachFirstSeenBlock(func(k instrument.BlockKey, n int) { tot.Blocks[k] += n })
+		if u := chatUsage(c); u != nil {
 			tot.Tokens.add(tokensOf(*u))
 		}
-		addCost(&tot.Cost, &tot.Unpriced, cost, priced, u != nil)
+		addCost(&tot.Cost, &tot.Unpriced, c)
 		tot.Messages.count(c)
 	}
 }
@@ -505,7 +478,10 @@ func (m *Messages) count(c *instrument.Chat) {
 	case c.Attempt > 0:
 	case c.NewBlocks[instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockToolResult}] > 0:
 		m.ToolResults++
-	case c.NewBlocks[instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockText}] > 0:
+	case c.NewBlocks[instrument.BlockKey{Role: wire.RoleUser, Type: wire.BlockText}] > 0 &&
+		(c.Synthetic == "" || c.Synthetic == instrument.SyntheticInterrupt):
+		// Text Claude Code wrote itself is no human text; an interruption comes with what the
+		// user typed next.
 		m.HumanText++
 	}
 	// Only a complete response counts: a retried attempt cut mid-stream is not a message.
@@ -626,8 +602,8 @@ func fillTurn(t *Turn, sp *instrument.Span) {
 	if tt == nil {
 		return
 	}
-	t.Outcome = tt.Outcome
-	t.Trigger = tt.Trigger
+	t.Outcome = string(tt.Outcome)
+	t.Trigger = string(tt.Trigger)
 	t.Compaction = tt.Compaction
 	t.Requests, t.Retries = tt.Requests, tt.Retries
 	t.ToolCalls, t.ToolErrors, t.Subagents = tt.ToolCalls, tt.ToolErrors, tt.Subagents
@@ -638,6 +614,7 @@ func fillTurn(t *Turn, sp *instrument.Span) {
 	}
 	t.Prompt = tt.Prompt
 	t.Tokens = tokensOf(tt.Usage)
+	t.Cost, t.Unpriced = tt.Cost, tt.Unpriced
 }
 
 // noCounts is the empty tool counts of every ended turn without tools. Nothing writes to an ended

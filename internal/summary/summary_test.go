@@ -47,6 +47,8 @@ func respond(sp *instrument.Span, end time.Duration, u wire.Usage, blocks map[wi
 	sp.End = t0.Add(end)
 	sp.Status = instrument.StatusOK
 	sp.Chat.Response = &wire.Response{Status: 200, Message: &wire.MessageInfo{Model: "claude-opus-5-5", StopReason: "end_turn", Usage: u, Blocks: blocks}}
+	sp.Chat.ResponseBlocks = blocks
+	sp.Chat.Cost, sp.Chat.Priced = testPrices.Cost("claude-opus-5-5", u) // as instrument.WithPricing does
 }
 
 // TestLiveTurn follows one turn through the store: while it runs, the store shows running spans
@@ -54,7 +56,7 @@ func respond(sp *instrument.Span, end time.Duration, u wire.Usage, blocks map[wi
 func TestLiveTurn(t *testing.T) {
 	var out bytes.Buffer
 	now := t0.Add(5 * time.Second)
-	s := New(WithOutput(&out), WithPrices(testPrices(t)), WithClock(func() time.Time { return now }))
+	s := New(WithOutput(&out), WithClock(func() time.Time { return now }))
 	b := newSpans(1, "sess-live-1")
 	turn := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", 0)
 	s.SpanStarted(turn)
@@ -76,7 +78,7 @@ func TestLiveTurn(t *testing.T) {
 	tool := b.span(instrument.KindTool, turn, "execute_tool Bash", 3*time.Second)
 	tool.Tool = &instrument.Tool{Name: "Bash"}
 	s.SpanStarted(tool)
-	tool.End, tool.Tool.Outcome = t0.Add(4*time.Second), "error"
+	tool.End, tool.Tool.Outcome = t0.Add(4*time.Second), instrument.ToolError
 	s.SpanEnded(tool)
 
 	live, ok := s.Turn(got[0].TraceID)
@@ -100,7 +102,8 @@ func TestLiveTurn(t *testing.T) {
 
 	turn.End = t0.Add(4 * time.Second)
 	turn.Turn = &instrument.Turn{Index: 1, Outcome: "end_turn", Requests: 1, ToolCalls: 1, ToolErrors: 1,
-		ToolCounts: map[string]int{"Bash": 1}, ToolFailures: map[string]int{"Bash": 1}, Usage: u, Models: []string{"claude-opus-5-5"}}
+		ToolCounts: map[string]int{"Bash": 1}, ToolFailures: map[string]int{"Bash": 1}, Usage: u, Models: []string{"claude-opus-5-5"},
+		Cost: chat.Chat.Cost}
 	s.SpanEnded(turn)
 	turn.Turn.ToolCounts["Bash"] = 99 // the tracker may reuse its maps; the store must have copied
 
@@ -207,7 +210,7 @@ func TestFormats(t *testing.T) {
 // TestWriteSummary checks that sessions appear in the order they started, that a session of
 // nothing but free probes is left out, and that a total follows when there are several.
 func TestWriteSummary(t *testing.T) {
-	s := New(WithPrices(testPrices(t)))
+	s := New()
 	for i, id := range []string{"second-session", "first-session"} {
 		b := newSpans(byte(i+1), id)
 		turn := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", time.Duration(10-i*5)*time.Second)
@@ -217,7 +220,7 @@ func TestWriteSummary(t *testing.T) {
 		respond(chat, turn.Start.Sub(t0)+time.Second, wire.Usage{InputTokens: 1000, OutputTokens: 100}, map[wire.BlockType]int{wire.BlockText: 1})
 		s.SpanEnded(chat)
 		turn.End = chat.End
-		turn.Turn = &instrument.Turn{Index: 1, Requests: 1, Usage: chat.Chat.Response.Message.Usage}
+		turn.Turn = &instrument.Turn{Index: 1, Requests: 1, Usage: chat.Chat.Response.Message.Usage, Cost: chat.Chat.Cost}
 		s.SpanEnded(turn)
 	}
 	probe := newSpans(9, "")

@@ -55,6 +55,7 @@ const (
 	keyRequestBodyBytes        = attribute.Key("cctrace.request.body_bytes")
 	keyRequestParseError       = attribute.Key("cctrace.request.parse_error")
 	keyRequestPrompt           = attribute.Key("cctrace.request.prompt")
+	keyRequestSynthetic        = attribute.Key("cctrace.request.synthetic")
 	keyRequestNewBlocksPrefix  = "cctrace.request.new_blocks."
 	keyClientRequestID         = attribute.Key("cctrace.client.request_id")
 	keyRetryAttempt            = attribute.Key("cctrace.retry.attempt")
@@ -75,11 +76,17 @@ const (
 	keyToolOutcome     = attribute.Key("cctrace.tool.outcome")
 
 	// Agent tool calls and subagent spans.
-	keyAgentSubagentType = attribute.Key("cctrace.agent.subagent_type")
-	keyAgentDescription  = attribute.Key("cctrace.agent.description")
-	keyAgentBackground   = attribute.Key("cctrace.agent.background")
-	keySubagentRequests  = attribute.Key("cctrace.subagent.requests")
-	keySubagentToolCalls = attribute.Key("cctrace.subagent.tool_calls")
+	keyAgentSubagentType  = attribute.Key("cctrace.agent.subagent_type")
+	keyAgentDescription   = attribute.Key("cctrace.agent.description")
+	keyAgentBackground    = attribute.Key("cctrace.agent.background")
+	keySubagentRequests   = attribute.Key("cctrace.subagent.requests")
+	keySubagentRetries    = attribute.Key("cctrace.subagent.retries")
+	keySubagentToolCalls  = attribute.Key("cctrace.subagent.tool_calls")
+	keySubagentToolErrors = attribute.Key("cctrace.subagent.tool_errors")
+
+	// Cost, on chat spans (their answer), turns and subagents (their totals).
+	keyCost     = attribute.Key("cctrace.cost_usd")
+	keyUnpriced = attribute.Key("cctrace.unpriced_requests")
 )
 
 // Attribute values.
@@ -177,8 +184,9 @@ func (b attributeSet) turn(a *attrs, s *instrument.Span) {
 		keyTurnToolErrors.Int(t.ToolErrors),
 		keyTurnSubagents.Int(t.Subagents),
 	)
-	a.str(keyTurnOutcome, t.Outcome)
-	a.str(keyTurnTrigger, t.Trigger)
+	cost(a, t.Cost, t.Unpriced)
+	a.str(keyTurnOutcome, string(t.Outcome))
+	a.str(keyTurnTrigger, string(t.Trigger))
 	a.str(keyTurnStopReason, t.StopReason)
 	if len(t.Models) > 0 {
 		a.add(keyTurnModels.StringSlice(t.Models))
@@ -199,7 +207,11 @@ func (b attributeSet) chat(a *attrs, s *instrument.Span) {
 		return
 	}
 	a.str(keyRequestKind, string(c.Kind))
+	a.str(keyRequestSynthetic, string(c.Synthetic))
 	a.add(keyRetryAttempt.Int(c.Attempt))
+	if c.Priced {
+		a.add(keyCost.Float64(c.Cost))
+	}
 	a.flag(keyConversationCompacted, c.Compacted)
 	if cp := c.Compaction; cp != nil {
 		a.str(keyCompactionTrigger, cp.Trigger)
@@ -317,7 +329,7 @@ func (b attributeSet) tool(a *attrs, s *instrument.Span) {
 	}
 	a.str(semconv.GenAIToolNameKey, t.Name)
 	a.str(semconv.GenAIToolCallIDKey, t.CallID)
-	a.str(keyToolOutcome, t.Outcome)
+	a.str(keyToolOutcome, string(t.Outcome))
 	a.positive(keyToolInputBytes, t.InputBytes)
 	a.positive(keyToolResultBytes, t.ResultBytes)
 	if b.capture {
@@ -349,9 +361,19 @@ func (b attributeSet) subagent(a *attrs, s *instrument.Span) {
 	a.add(
 		keyAgentBackground.Bool(sa.Background),
 		keySubagentRequests.Int(sa.Requests),
+		keySubagentRetries.Int(sa.Retries),
 		keySubagentToolCalls.Int(sa.ToolCalls),
+		keySubagentToolErrors.Int(sa.ToolErrors),
 	)
 	usage(a, sa.Usage)
+	cost(a, sa.Cost, sa.Unpriced)
+}
+
+// cost adds the estimated cost of a turn's or subagent's priced requests, and how many of its
+// requests with usage could not be priced.
+func cost(a *attrs, usd float64, unpriced int) {
+	a.add(keyCost.Float64(usd))
+	a.positive(keyUnpriced, unpriced)
 }
 
 // attrsPool recycles the memory SpanEnded builds attributes in: the SDK copies the attributes

@@ -179,6 +179,9 @@ func (s *Sink) Exporting() bool { return s.exporting }
 // SpanEnded: the exporter only ever sees ended spans, and a span started now would be built
 // twice, with the attributes known now and again with the final ones.
 func (s *Sink) SpanStarted(sp *instrument.Span) {
+	if !sp.TraceID.IsValid() {
+		return
+	}
 	st := startOf(sp)
 	s.mu.Lock()
 	s.open[spanKey{sp.TraceID, sp.ID}] = st
@@ -214,8 +217,12 @@ func startOf(sp *instrument.Span) spanStart {
 
 // SpanEnded records the span sp names: ids, parent, kind, start time and link as they were at
 // its start; name, attributes, events and status as they are now. It ends at sp.End. A span
-// that was never started is started and ended at once.
+// that was never started is started and ended at once; one without a trace id (a request
+// outside any session) is not exported.
 func (s *Sink) SpanEnded(sp *instrument.Span) {
+	if !sp.TraceID.IsValid() {
+		return
+	}
 	key := spanKey{sp.TraceID, sp.ID}
 	s.mu.Lock()
 	st, ok := s.open[key]

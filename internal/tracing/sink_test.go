@@ -583,19 +583,11 @@ func TestSinkLifecycle(t *testing.T) {
 			},
 		},
 		{
-			name:    "invalid ids fall back to random valid ones",
+			// A request outside any session comes without ids: it belongs to no trace.
+			name:    "no trace id, no span",
 			steps:   []step{{started: true, span: noIDs}, {span: noIDs}},
-			wantLen: 1,
-			check: func(t *testing.T, got map[instrument.SpanID]sdktrace.ReadOnlySpan) {
-				for _, s := range got {
-					if !s.SpanContext().IsValid() || s.Parent().IsValid() {
-						t.Errorf("span context %v, parent %v", s.SpanContext(), s.Parent())
-					}
-					if s.Name() != "chat" || s.SpanKind() != trace.SpanKindClient {
-						t.Errorf("name %q kind %v", s.Name(), s.SpanKind())
-					}
-				}
-			},
+			wantLen: 0,
+			check:   func(*testing.T, map[instrument.SpanID]sdktrace.ReadOnlySpan) {},
 		},
 		{
 			name:    "compaction",

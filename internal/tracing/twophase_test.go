@@ -74,6 +74,9 @@ func (s *twoPhaseSink) SpanStarted(sp *instrument.Span) {
 }
 
 func (s *twoPhaseSink) SpanEnded(sp *instrument.Span) {
+	if !sp.TraceID.IsValid() {
+		return // a request outside any session: in no trace (instrument.Sink)
+	}
 	key := spanKey{sp.TraceID, sp.ID}
 	span, ok := s.open[key]
 	delete(s.open, key)

@@ -13,6 +13,7 @@ import (
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/replay"
 	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // storeOf replays recorded Claude Code sessions from testdata/claude-code into a store.
@@ -20,7 +21,8 @@ func storeOf(t *testing.T, scenarios ...string) *summary.Store {
 	t.Helper()
 	store := summary.New()
 	var seed uint64
-	tr := instrument.New(store, instrument.WithIDSource(func() uint64 { seed++; return seed }))
+	tr := instrument.New(store, instrument.WithIDSource(func() uint64 { seed++; return seed }),
+		instrument.WithPricing(metrics.DefaultPrices().Cost))
 	var last time.Time
 	for _, name := range scenarios {
 		exchanges, err := replay.Load(filepath.Join("..", "..", "testdata", "claude-code", name))
