@@ -69,6 +69,59 @@ invoke_agent claude-code [end_turn]
   chat claude-opus-5-5 [tool_results]`,
 		},
 		{
+			name: "parallel_subagents",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Ask two subagents", "--allowedTools", "Bash,Read,Agent")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Agent
+    invoke_agent general-purpose
+      chat claude-opus-5-5 [subagent]
+      execute_tool Bash
+      chat claude-opus-5-5 [subagent]
+  execute_tool Agent
+    invoke_agent general-purpose
+      chat claude-opus-5-5 [subagent]
+      execute_tool Read [ERROR tool_error]
+      chat claude-opus-5-5 [subagent]
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
+			// Claude Code runs the subagent in the background: the parent's turn ends first,
+			// and a task notification opens the next one.
+			name: "subagent_background",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Ask a subagent in the background", "--allowedTools", "Bash,Agent")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Agent
+    invoke_agent general-purpose
+      chat claude-opus-5-5 [subagent]
+      execute_tool Bash
+      chat claude-opus-5-5 [subagent]
+  chat claude-opus-5-5 [tool_results]
+invoke_agent claude-code [end_turn task_notification]
+  chat claude-opus-5-5 [turn task_notification]`,
+		},
+		{
+			// The stream breaks after a whole text block and the start of a tool call: Claude
+			// Code keeps the text and asks the model to resume, in the same turn.
+			name: "stream_cut",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Print hello", "--allowedTools", "Bash")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn] [ERROR overloaded_error]
+  chat claude-opus-5-5 [resumption cut_off]
+  execute_tool Bash
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
 			name: "retry_529",
 			run: func(t *testing.T, sess *session) {
 				s.claude(t, sess, "Say something")
@@ -128,6 +181,7 @@ invoke_agent claude-code [end_turn]
 			}
 			checkSessionSpans(t, traces, sess.id)
 			checkTokens(t, traces, api.Served())
+			checkSubagentTotals(t, traces, api.Served())
 		})
 	}
 
@@ -151,7 +205,13 @@ invoke_agent claude-code [end_turn]
 		}
 		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind!="other"})`, float64(requests), 30*time.Second)
 		s.prom.WaitQuery(t, `sum(cctrace_compactions_total{trigger="manual"})`, 1, 30*time.Second)
-		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 1, 30*time.Second)
+		// One subagent each in subagent and subagent_background, two in parallel_subagents.
+		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 4, 30*time.Second)
+		// A turn a person started, or a task notification did, counts once: the cut stream's
+		// resumption is part of its turn (13 = 1 a scenario, 2 in subagent_background, 4 in
+		// compaction).
+		s.prom.WaitQuery(t, `sum(cctrace_turns_total)`, 13, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="resumption"})`, 1, 30*time.Second)
 		s.prom.WaitQuery(t, `sum(cctrace_requests_total{code="529"})`, 2, 30*time.Second)
 		// One session is no load: every body decoded, and the series there to say so (4 of them,
 		// from cctrace's start).
@@ -284,6 +344,9 @@ func facts(sp harness.Span, canceledBefore int) string {
 	switch {
 	case sp.Tags["cctrace.turn.outcome"] != nil:
 		f = append(f, fmt.Sprint(sp.Tags["cctrace.turn.outcome"]))
+		if tr := sp.Tags["cctrace.turn.trigger"]; tr != nil && tr != "prompt" && tr != "compaction" {
+			f = append(f, fmt.Sprint(tr))
+		}
 	case sp.Tags["cctrace.request.kind"] != nil:
 		f = append(f, fmt.Sprint(sp.Tags["cctrace.request.kind"]))
 		if a, ok := sp.Tags["cctrace.retry.attempt"].(int64); ok && a-int64(canceledBefore) > 0 {
@@ -291,6 +354,9 @@ func facts(sp harness.Span, canceledBefore int) string {
 		}
 		if sp.Tags["gen_ai.conversation.compacted"] == true {
 			f = append(f, "compacted")
+		}
+		if syn := sp.Tags["cctrace.request.synthetic"]; syn != nil && syn != "compaction" {
+			f = append(f, fmt.Sprint(syn))
 		}
 	}
 	out := ""
@@ -324,7 +390,8 @@ func checkSessionSpans(t *testing.T, traces []harness.Trace, sessionID string) {
 }
 
 // checkTokens checks that the chat spans carry exactly the usage the fake served, and that each
-// turn root sums its requests.
+// turn root sums its requests: those answered before it ended (a background subagent's later
+// requests count in its own span only).
 func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) {
 	t.Helper()
 	var want fakeapi.Usage
@@ -333,19 +400,26 @@ func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) 
 			want = want.Add(sv.Usage)
 		}
 	}
+	keys := []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"}
 	sum := map[string]int64{}
+	inTurns := map[string]int64{}
 	rootSum := map[string]int64{}
 	for _, tr := range traces {
+		root, _ := tr.Root()
+		// Jaeger keeps microseconds: a span that ends with its root may seem to end just after.
+		rootEnd := root.StartTime.Add(root.Duration + time.Millisecond)
 		for _, sp := range tr.Spans {
-			into := sum
-			if sp.ParentSpanID == "" {
-				into = rootSum
-			} else if !strings.HasPrefix(sp.OperationName, "chat ") {
-				continue
-			}
-			for _, k := range []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"} {
-				if v, ok := sp.Tags[k].(int64); ok {
-					into[k] += v
+			for _, k := range keys {
+				v, ok := sp.Tags[k].(int64)
+				switch {
+				case !ok:
+				case sp.ParentSpanID == "":
+					rootSum[k] += v
+				case strings.HasPrefix(sp.OperationName, "chat "):
+					sum[k] += v
+					if !sp.StartTime.Add(sp.Duration).After(rootEnd) {
+						inTurns[k] += v
+					}
 				}
 			}
 		}
@@ -361,10 +435,80 @@ func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) 
 			t.Errorf("chat spans: sum of %s = %d, fake served %d", k, sum[k], v)
 		}
 	}
-	for _, k := range []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} {
-		if rootSum[k] != expect[k] {
-			t.Errorf("turn roots: sum of %s = %d, fake served %d", k, rootSum[k], expect[k])
+	for _, k := range keys {
+		if rootSum[k] != inTurns[k] {
+			t.Errorf("turn roots: sum of %s = %d, their chat spans' %d", k, rootSum[k], inTurns[k])
 		}
+	}
+}
+
+// checkSubagentTotals checks that each subagent span carries exactly what the fake served to that
+// subagent (by its agent id header): requests, tool calls, failed tool results, tokens by type.
+func checkSubagentTotals(t *testing.T, traces []harness.Trace, served []fakeapi.Served) {
+	t.Helper()
+	type totals struct {
+		requests, toolCalls, toolErrors int
+		usage                           fakeapi.Usage
+	}
+	want := map[string]*totals{}
+	for _, sv := range served {
+		id := sv.Header.Get("X-Claude-Code-Agent-Id")
+		if id == "" || sv.Path != "/v1/messages" {
+			continue
+		}
+		w := want[id]
+		if w == nil {
+			w = &totals{}
+			want[id] = w
+		}
+		w.requests++
+		w.toolCalls += len(sv.ToolCalls)
+		w.toolErrors += sv.ErrorResults
+		w.usage = w.usage.Add(sv.Usage)
+	}
+	seen := 0
+	for _, tr := range traces {
+		for _, sp := range tr.Spans {
+			id, ok := sp.Tags["gen_ai.agent.id"].(string)
+			if !ok || !strings.HasPrefix(sp.OperationName, "invoke_agent ") {
+				continue
+			}
+			seen++
+			w := want[id]
+			if w == nil {
+				t.Errorf("subagent span for agent %s, which the fake never saw", id)
+				continue
+			}
+			got := map[string]any{
+				"cctrace.subagent.requests":                sp.Tags["cctrace.subagent.requests"],
+				"cctrace.subagent.tool_calls":              sp.Tags["cctrace.subagent.tool_calls"],
+				"cctrace.subagent.tool_errors":             sp.Tags["cctrace.subagent.tool_errors"],
+				"gen_ai.usage.input_tokens":                sp.Tags["gen_ai.usage.input_tokens"],
+				"gen_ai.usage.output_tokens":               sp.Tags["gen_ai.usage.output_tokens"],
+				"gen_ai.usage.cache_read.input_tokens":     sp.Tags["gen_ai.usage.cache_read.input_tokens"],
+				"gen_ai.usage.cache_creation.input_tokens": sp.Tags["gen_ai.usage.cache_creation.input_tokens"],
+			}
+			expect := map[string]any{
+				"cctrace.subagent.requests":                int64(w.requests),
+				"cctrace.subagent.tool_calls":              int64(w.toolCalls),
+				"cctrace.subagent.tool_errors":             int64(w.toolErrors),
+				"gen_ai.usage.input_tokens":                int64(w.usage.InputTokens + w.usage.CacheReadInputTokens + w.usage.CacheCreationInputTokens),
+				"gen_ai.usage.output_tokens":               int64(w.usage.OutputTokens),
+				"gen_ai.usage.cache_read.input_tokens":     int64(w.usage.CacheReadInputTokens),
+				"gen_ai.usage.cache_creation.input_tokens": int64(w.usage.CacheCreationInputTokens),
+			}
+			for k, v := range expect {
+				if got[k] != v {
+					t.Errorf("subagent %s: %s = %v, the fake served %v", id, k, got[k], v)
+				}
+			}
+			if c, ok := sp.Tags["cctrace.cost_usd"].(float64); !ok || c <= 0 {
+				t.Errorf("subagent %s: cctrace.cost_usd = %v, want a cost", id, sp.Tags["cctrace.cost_usd"])
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d subagent spans, %d subagents served", seen, len(want))
 	}
 }
 
