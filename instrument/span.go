@@ -78,10 +78,13 @@ const (
 	// what the user typed next comes with it, so it always starts a new turn.
 	SyntheticInterrupt Synthetic = "interrupt"
 	// SyntheticCorrection asks the model to redo an answer Claude Code could not use: a
-	// malformed tool call, no visible output, a turn-ending call beside a failed one.
+	// malformed tool call, no visible output, a turn-ending call beside a failed one, a missing
+	// StructuredOutput or SendUserMessage call, links it did not send.
 	SyntheticCorrection Synthetic = "correction"
 	// SyntheticSafetyStop says a safety classifier stopped the answer.
 	SyntheticSafetyStop Synthetic = "safety_stop"
+	// SyntheticScheduled is a prompt the user configured to fire on a schedule.
+	SyntheticScheduled Synthetic = "scheduled"
 	// SyntheticCompaction asks for the summary of a compaction ("CRITICAL: Respond with TEXT
 	// ONLY").
 	SyntheticCompaction Synthetic = "compaction"

@@ -24,11 +24,18 @@ var syntheticPrefixes = []struct {
 	{"TaskCreated hook feedback:", SyntheticHookFeedback},
 	{"TaskCompleted hook feedback:", SyntheticHookFeedback},
 	{interruptMarker, SyntheticInterrupt},
+	// A resumed session whose process stopped mid-turn: what the user types next comes with it.
+	{"[Request interrupted: ", SyntheticInterrupt},
 	{"The previous response failed to produce a valid tool call", SyntheticCorrection},
 	{"Your tool call was malformed and could not be parsed", SyntheticCorrection},
 	{"[Your previous response had no visible output", SyntheticCorrection},
 	{"The turn did not end: a tool call in your last message asked to end it", SyntheticCorrection},
 	{"The PermissionDenied hook indicated you may retry", SyntheticCorrection},
+	{"[structured-output-enforce]", SyntheticCorrection},
+	{"You ended the turn without calling SendUserMessage", SyntheticCorrection},
+	{"[projects-reply-gate]", SyntheticCorrection},
+	{"Linked in your reply but not sent:", SyntheticCorrection},
+	{"[SCHEDULED TASK - AUTOMATED FIRING OF A CONFIGURED PROMPT]", SyntheticScheduled},
 	{"Your response above was stopped by a safety classifier", SyntheticSafetyStop},
 	{compactionPrompt, SyntheticCompaction},
 }
