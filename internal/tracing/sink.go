@@ -46,7 +46,27 @@ type Sink struct {
 
 	mu   sync.Mutex
 	open map[spanKey]spanStart // spans started and not yet ended
+	// turns holds, by trace, the spans of turns whose root has not ended yet; held counts them
+	// over all turns (see SpanEnded).
+	turns map[instrument.TraceID]*heldTurn
+	held  int
 }
+
+// heldTurn is the spans of a turn whose root has not ended: started and complete in the SDK,
+// waiting to be ended (which hands them to the exporter) with their root.
+type heldTurn struct{ spans []heldSpan }
+
+type heldSpan struct {
+	span trace.Span
+	end  time.Time
+}
+
+// Bounds on the spans held for turns still running: past them a span is exported as it ends, as
+// a turn's spans always were. A turn of a thousand tool calls holds two thousand.
+const (
+	maxHeldPerTurn = 4096
+	maxHeld        = 32768
+)
 
 // spanKey identifies an open span. Span ids are only unique within a trace.
 type spanKey struct {
@@ -97,6 +117,7 @@ func New(opts ...Option) (*Sink, error) {
 		},
 		logger: cfg.logger,
 		open:   make(map[spanKey]spanStart),
+		turns:  make(map[instrument.TraceID]*heldTurn),
 	}
 
 	if cfg.exporterFromEnv {
@@ -185,6 +206,9 @@ func (s *Sink) SpanStarted(sp *instrument.Span) {
 	st := startOf(sp)
 	s.mu.Lock()
 	s.open[spanKey{sp.TraceID, sp.ID}] = st
+	if sp.Kind == instrument.KindTurn && !sp.Parent.IsValid() {
+		s.turns[sp.TraceID] = &heldTurn{}
+	}
 	s.mu.Unlock()
 }
 
@@ -219,6 +243,12 @@ func startOf(sp *instrument.Span) spanStart {
 // its start; name, attributes, events and status as they are now. It ends at sp.End. A span
 // that was never started is started and ended at once; one without a trace id (a request
 // outside any session) is not exported.
+//
+// The spans of a turn are handed to the exporter together, when its root ends; those that end
+// after it (a background subagent's) as they end. So a trace never holds a span whose parent
+// was not exported: a cctrace that dies, or loses its session to another replica, mid-turn
+// leaves that turn's spans unexported rather than half a tree, and the replica that carries the
+// turn on exports its part whole, in the same trace.
 func (s *Sink) SpanEnded(sp *instrument.Span) {
 	if !sp.TraceID.IsValid() {
 		return
@@ -237,12 +267,33 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 	s.attrs.spanAttributes(a, sp)
 	span := s.begin(&st, spanName(sp), *a)
 	attrsPool.Put(a)
-	finish(span, sp)
+	complete(span, sp)
 	s.ended.Add(1)
+
+	s.mu.Lock()
+	ht := s.turns[sp.TraceID]
+	var release []heldSpan
+	switch {
+	case ht == nil:
+	case !sp.Parent.IsValid() && sp.Kind == instrument.KindTurn:
+		release = ht.spans
+		s.held -= len(ht.spans)
+		delete(s.turns, sp.TraceID)
+	case len(ht.spans) < maxHeldPerTurn && s.held < maxHeld:
+		ht.spans = append(ht.spans, heldSpan{span, sp.End})
+		s.held++
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	for _, h := range release {
+		h.span.End(trace.WithTimestamp(h.end))
+	}
+	span.End(trace.WithTimestamp(sp.End))
 }
 
-// finish adds sp's events and status to span and ends it at sp.End.
-func finish(span trace.Span, sp *instrument.Span) {
+// complete adds sp's events and status to span.
+func complete(span trace.Span, sp *instrument.Span) {
 	if t := sp.Turn; t != nil {
 		if !t.PlanModeEntered.IsZero() {
 			span.AddEvent("cctrace.plan_mode.entered", trace.WithTimestamp(t.PlanModeEntered))
@@ -257,7 +308,6 @@ func finish(span trace.Span, sp *instrument.Span) {
 	case instrument.StatusError:
 		span.SetStatus(codes.Error, sp.StatusMessage)
 	}
-	span.End(trace.WithTimestamp(sp.End))
 }
 
 // SessionsActive does nothing: the number of sessions is a metric, not a span.
@@ -338,7 +388,16 @@ func (s *Sink) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	open := s.open
 	s.open = make(map[spanKey]spanStart)
+	turns := s.turns
+	s.turns = make(map[instrument.TraceID]*heldTurn)
+	s.held = 0
 	s.mu.Unlock()
+	for _, ht := range turns {
+		// Turns whose root the tracker never ended: their spans go out as they are.
+		for _, h := range ht.spans {
+			h.span.End(trace.WithTimestamp(h.end))
+		}
+	}
 	if len(open) > 0 {
 		// Pipeline.Run closes the tracker, which ends every span, before the sink shuts down:
 		// these are spans of a tracker that was not closed.

@@ -645,3 +645,67 @@ func TestSinkLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnSpansLeaveWithTheirRoot: a turn's spans reach the exporter when the turn ends, so that
+// no exported span ever waits for a parent that a dying replica never sends; a span that ends
+// after its turn (a background subagent's) goes at once, and Shutdown lets go of what is held.
+func TestTurnSpansLeaveWithTheirRoot(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	s, err := New(WithSpanProcessor(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	span := func(trace byte, id, parent byte, kind instrument.SpanKind, at int) *instrument.Span {
+		sp := &instrument.Span{TraceID: instrument.TraceID{trace}, ID: instrument.SpanID{id}, Kind: kind,
+			Name: "s", SessionID: "sess", Start: t0.Add(time.Duration(at) * time.Second)}
+		if parent != 0 {
+			sp.Parent = instrument.SpanID{parent}
+		}
+		switch kind {
+		case instrument.KindTurn:
+			sp.Turn = &instrument.Turn{Index: 1}
+		case instrument.KindChat:
+			sp.Chat = &instrument.Chat{Kind: instrument.RequestTurn}
+		case instrument.KindSubagent:
+			sp.Subagent = &instrument.Subagent{Type: "general-purpose"}
+		}
+		return sp
+	}
+	end := func(sp *instrument.Span, at int) {
+		sp.End = t0.Add(time.Duration(at) * time.Second)
+		s.SpanEnded(sp)
+	}
+	ended := func(want int) {
+		t.Helper()
+		if got := len(rec.Ended()); got != want {
+			t.Fatalf("%d spans exported, want %d", got, want)
+		}
+	}
+	root := span(1, 1, 0, instrument.KindTurn, 0)
+	chat := span(1, 2, 1, instrument.KindChat, 0)
+	sub := span(1, 3, 1, instrument.KindSubagent, 1)
+	for _, sp := range []*instrument.Span{root, chat, sub} {
+		s.SpanStarted(sp)
+	}
+	end(chat, 1)
+	ended(0)
+	end(root, 2)
+	ended(2)
+	end(sub, 3) // a background subagent, after its turn
+	ended(3)
+
+	// A turn still running at shutdown: its held spans go out then.
+	root2 := span(2, 1, 0, instrument.KindTurn, 0)
+	chat2 := span(2, 2, 1, instrument.KindChat, 0)
+	s.SpanStarted(root2)
+	s.SpanStarted(chat2)
+	end(chat2, 1)
+	ended(3)
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(rec.Ended()); got != 5 {
+		t.Fatalf("%d spans exported after shutdown, want 5 (the held chat span and the open root)", got)
+	}
+}

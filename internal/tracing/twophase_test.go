@@ -85,7 +85,8 @@ func (s *twoPhaseSink) SpanEnded(sp *instrument.Span) {
 	}
 	span.SetName(spanName(sp))
 	span.SetAttributes(s.attributes(sp)...)
-	finish(span, sp) // events and status as the sink adds them: sink_test.go checks those
+	complete(span, sp) // events and status as the sink adds them: sink_test.go checks those
+	span.End(trace.WithTimestamp(sp.End))
 }
 
 func (s *twoPhaseSink) SessionsActive(int) {}
