@@ -20,6 +20,7 @@ type config struct {
 	capture        bool
 	scrub          func(string) string
 	price          func(model string, u wire.Usage) (usd float64, ok bool) // nil: none
+	replica        bool
 }
 
 // AdoptWindow is how long a side request that arrives while no turn is open (a title, a
@@ -90,3 +91,11 @@ func WithContentCapture(scrub func(string) string) Option {
 func WithPricing(price func(model string, u wire.Usage) (usd float64, ok bool)) Option {
 	return func(c *config) { c.price = price }
 }
+
+// WithReplica says the tracker runs in one of several cctrace replicas behind a load balancer
+// that keeps each session on one replica while it can. A session moves when its replica stops or
+// replicas are added, and the replica it moves to carries the open turn on in the same trace. So
+// a turn whose next request does not come here within the turn idle timeout, or before shutdown,
+// went on elsewhere: it ends as OutcomeHandedOff rather than as an idle timeout or a shutdown.
+// (A replica cannot tell a session that moved from one that stopped: both end so.) Default off.
+func WithReplica() Option { return func(c *config) { c.replica = true } }

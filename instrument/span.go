@@ -224,6 +224,8 @@ const (
 	ToolAbandoned ToolOutcome = "abandoned"
 	ToolShutdown  ToolOutcome = "shutdown" // cctrace stopped first
 	ToolEvicted   ToolOutcome = "evicted"  // the session was dropped first
+	// ToolHandedOff: the session went on on another replica first (see WithReplica).
+	ToolHandedOff ToolOutcome = "handed_off"
 )
 
 // Outcome is how a turn ended: the stop reason of its final answer (end_turn, max_tokens,
@@ -239,6 +241,10 @@ const (
 	OutcomeEvicted     Outcome = "evicted"      // the session was dropped (idle, or too many)
 	OutcomeShutdown    Outcome = "shutdown"     // cctrace stopped first
 	OutcomeCompaction  Outcome = "compaction"   // a /compact summarisation
+	// OutcomeHandedOff ends a turn's part on a replica whose session went on elsewhere (see
+	// WithReplica): this replica stopped, or its session moved, before the turn ended. The
+	// replica that carries the turn on ends it, in the same trace.
+	OutcomeHandedOff Outcome = "handed_off"
 )
 
 // Trigger is what started a turn. The zero value is not used.

@@ -193,6 +193,8 @@ func (t *Tracker) Tick(now time.Time) {
 				outcome = OutcomeInterrupted
 			case tr.failed:
 				outcome = OutcomeError
+			case t.cfg.replica:
+				outcome = OutcomeHandedOff
 			}
 			t.endTurn(sess, tr.lastSeen, outcome, "")
 		}
@@ -222,8 +224,12 @@ func (t *Tracker) Close(now time.Time) {
 			ex.done = true
 		}
 	}
+	outcome := OutcomeShutdown
+	if t.cfg.replica {
+		outcome = OutcomeHandedOff
+	}
 	for _, sess := range t.sortedSessions() {
-		t.evict(sess, now, OutcomeShutdown)
+		t.evict(sess, now, outcome)
 	}
 	t.reportSessions()
 }
@@ -273,8 +279,8 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 	return s
 }
 
-// evict ends everything open in sess, with outcome (OutcomeEvicted or OutcomeShutdown), and
-// forgets it.
+// evict ends everything open in sess, with outcome (OutcomeEvicted, OutcomeShutdown or
+// OutcomeHandedOff), and forgets it.
 func (t *Tracker) evict(sess *session, now time.Time, outcome Outcome) {
 	t.flushOrphans(sess, now, true)
 	if sess.turn != nil {
@@ -285,7 +291,7 @@ func (t *Tracker) evict(sess *session, now time.Time, outcome Outcome) {
 		t.endTurn(sess, end, outcome, "")
 	}
 	for _, id := range sortedToolIDs(sess.tools) {
-		t.endTool(sess, id, sess.tools[id], now, ToolOutcome(outcome), nil)
+		t.endTool(sess, id, sess.tools[id], now, toolOutcomeOf(outcome), nil)
 	}
 	keys := make([]string, 0, len(sess.agents))
 	for k := range sess.agents {

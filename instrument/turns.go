@@ -267,15 +267,7 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopRea
 	}
 	sess.turn = nil
 	tr.ended = true
-	toolOutcome := ToolAbandoned
-	switch outcome {
-	case OutcomeInterrupted:
-		toolOutcome = ToolInterrupted
-	case OutcomeShutdown:
-		toolOutcome = ToolShutdown
-	case OutcomeEvicted:
-		toolOutcome = ToolEvicted
-	}
+	toolOutcome := toolOutcomeOf(outcome)
 	for _, id := range sortedToolIDs(sess.tools) {
 		tool := sess.tools[id]
 		if tool.turn == tr && tool.chain == &sess.main {
@@ -310,6 +302,22 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopRea
 		}
 	}
 	t.sink.SpanEnded(span)
+}
+
+// toolOutcomeOf is the outcome of a tool call still waiting for its result when its turn ends
+// with outcome.
+func toolOutcomeOf(outcome Outcome) ToolOutcome {
+	switch outcome {
+	case OutcomeInterrupted:
+		return ToolInterrupted
+	case OutcomeShutdown:
+		return ToolShutdown
+	case OutcomeEvicted:
+		return ToolEvicted
+	case OutcomeHandedOff:
+		return ToolHandedOff
+	}
+	return ToolAbandoned
 }
 
 // afterResponse moves the turn and subagent state on once a response has ended.

@@ -48,6 +48,7 @@ const (
 	nameContentBlocks   = "cctrace_content_blocks_total"
 	nameCompactions     = "cctrace_compactions_total"
 	nameTurns           = "cctrace_turns_total"
+	nameTurnsHandedOff  = "cctrace_turns_handed_off_total"
 	nameTurnDuration    = "cctrace_turn_duration_seconds"
 	nameToolCalls       = "cctrace_tool_calls_total"
 	nameToolDuration    = "cctrace_tool_duration_seconds"
@@ -63,7 +64,7 @@ var MetricNames = []string{
 	nameTokens, nameCacheCreation, nameCost, nameUnpriced,
 	nameRequests, nameRequestDuration, nameTTFT, nameContextTokens, nameRequestMessages,
 	nameContentBlocks, nameCompactions,
-	nameTurns, nameTurnDuration,
+	nameTurns, nameTurnsHandedOff, nameTurnDuration,
 	nameToolCalls, nameToolDuration,
 	nameSubagents, nameSessionsActive,
 	nameNotDecoded,
@@ -132,6 +133,7 @@ type Metrics struct {
 	requestDuration, ttft, contextTokens, requestMsgs *prometheus.HistogramVec
 	toolDuration                                      *prometheus.HistogramVec
 	turnDuration                                      prometheus.Histogram
+	turnsHandedOff                                    prometheus.Counter
 	sessionsActive                                    prometheus.Gauge
 
 	// lastTrace and lastExemplar are the exemplar labels of the trace a span last ended in. The
@@ -223,6 +225,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		turns: counter(nameTurns,
 			"Finished agentic turns by outcome.",
 			"outcome"),
+		turnsHandedOff: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: nameTurnsHandedOff,
+			Help: "Parts of turns this replica ended as handed_off: its session went on on another replica (or stopped), which counts the turn in cctrace_turns_total.",
+		}),
 		turnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    nameTurnDuration,
 			Help:    "Duration of agentic turns, from the human prompt to the final response.",
@@ -254,7 +260,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 	for _, c := range []prometheus.Collector{
 		m.tokens, m.cacheCreation, m.cost, m.unpriced, m.requests, m.requestDuration, m.ttft,
-		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnDuration,
+		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnsHandedOff, m.turnDuration,
 		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive, m.notDecoded,
 	} {
 		if err := reg.Register(c); err != nil {
@@ -323,6 +329,12 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 		outcome := ""
 		if s.Turn != nil {
 			outcome = string(s.Turn.Outcome)
+		}
+		if outcome == string(instrument.OutcomeHandedOff) {
+			// The replica that carries the turn on counts it, so that a turn counts once
+			// summed over replicas.
+			o.add(m.turnsHandedOff, 1)
+			return
 		}
 		o.add(m.turns.WithLabelValues(m.turnOutcomes.value(outcome, labelUnknown)), 1)
 		o.observeDuration(m.turnDuration, turnDurationBuckets, s)

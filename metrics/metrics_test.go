@@ -220,6 +220,8 @@ func scenario() []*instrument.Span {
 		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestTurn, start: 136000, end: 136050,
 			err: "dial tcp 127.0.0.1:1: connect: connection refused", messages: 2}.span(),
 		turnSpan(2, "error", 100000, 140000),
+		// A turn part this replica lost to another: counted there, not here.
+		turnSpan(3, "handed_off", 150000, 160000),
 	}
 }
 
@@ -277,6 +279,9 @@ cctrace_compactions_total{trigger="auto"} 1
 # TYPE cctrace_turns_total counter
 cctrace_turns_total{outcome="end_turn"} 1
 cctrace_turns_total{outcome="error"} 1
+# HELP cctrace_turns_handed_off_total Parts of turns this replica ended as handed_off: its session went on on another replica (or stopped), which counts the turn in cctrace_turns_total.
+# TYPE cctrace_turns_handed_off_total counter
+cctrace_turns_handed_off_total 1
 # HELP cctrace_tool_calls_total Tool calls by tool and outcome.
 # TYPE cctrace_tool_calls_total counter
 cctrace_tool_calls_total{outcome="error",tool="Bash"} 1
@@ -689,7 +694,7 @@ func TestScenario(t *testing.T) {
 	}{
 		{"counters", fmt.Sprintf(wantCounters, formatFloat(sonnetCost)), []string{
 			nameTokens, nameCacheCreation, nameCost, nameUnpriced, nameRequests, nameContentBlocks,
-			nameCompactions, nameTurns, nameToolCalls, nameSubagents, nameSessionsActive,
+			nameCompactions, nameTurns, nameTurnsHandedOff, nameToolCalls, nameSubagents, nameSessionsActive,
 			nameNotDecoded,
 		}},
 		{"request histograms", wantRequestHistograms, []string{nameRequestDuration, nameTTFT}},

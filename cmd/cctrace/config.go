@@ -38,6 +38,7 @@ type options struct {
 	tlsCert        string
 	tlsKey         string
 	uiURL          string
+	replica        bool
 }
 
 // newFlagSet declares every flag on fs. Each flag's default is taken from CCTRACE_<NAME> when that
@@ -60,6 +61,7 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.Int64Var(&o.maxRequestBody, "max-request-body", 256<<20, "largest request body (bytes) forwarded; a larger one is answered 413 (0: no limit)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the proxy over HTTPS with this PEM certificate (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
+	fs.BoolVar(&o.replica, "replica", false, "this cctrace is one of several replicas behind a load balancer with session affinity: a turn whose session went on elsewhere ends as handed_off")
 	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
 	return fs
 }
