@@ -406,24 +406,56 @@ func TestBodyCacheKeepsNoBody(t *testing.T) {
 	}
 }
 
-// FuzzBodyCache decodes a body, then another that shares a prefix of it, and checks the second
-// against ParseBody.
+// FuzzBodyCache decodes a sequence of bodies with BodyCaches, with ReuseMessages and without,
+// and checks each against ParseBody: the bodies in data, split at NUL bytes (which JSON text
+// never holds), then the first one cut at cut and ended with tail (sharing a prefix with it),
+// then the first one again. Bit i of keys puts the i-th body under another key.
 func FuzzBodyCache(f *testing.F) {
+	join := func(bodies ...[]byte) []byte { return bytes.Join(bodies, []byte{0}) }
+	grow := func(cv *conversation, steps int, each func(i int)) []byte {
+		var bodies [][]byte
+		for i := range steps {
+			id := fmt.Sprint("toolu_", i)
+			cv.add("assistant", text("reading"), toolUse(id, "Read"))
+			cv.add("user", toolResult(id, "package main\n\"q\" \\ é", i == 2))
+			if each != nil {
+				each(i)
+			}
+			bodies = append(bodies, cv.body(f))
+		}
+		return join(bodies...)
+	}
 	cv := &conversation{}
 	cv.add("user", text("hi"))
 	cv.add("assistant", text("hello"), toolUse("t1", "Read"))
 	cv.add("user", toolResult("t1", "x", false))
 	cv.add("assistant", text("done"))
 	seed := cv.body(f)
-	f.Add(seed, uint(len(seed)-60), []byte(`{"role":"user","content":"more"}],"stream":true}`))
-	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`))
-	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`))
-	f.Fuzz(func(t *testing.T, a []byte, cut uint, tail []byte) {
-		b := append(bytes.Clone(a[:int(cut%uint(len(a)+1))]), tail...)
+	f.Add(seed, uint(len(seed)-60), []byte(`{"role":"user","content":"more"}],"stream":true}`), uint8(0))
+	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`), uint8(0))
+	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`), uint8(0))
+	f.Add(grow(&conversation{}, 5, nil), uint(0), []byte(nil), uint8(0))
+	f.Add(grow(&conversation{systemFirst: true, lastCC: 2}, 5, nil), uint(300), []byte(`]}`), uint8(4))
+	tailChanges := &conversation{}
+	f.Add(grow(tailChanges, 6, func(i int) { tailChanges.maxTokens, tailChanges.moreTools = 1000*i, i%2 == 0 }), uint(0), []byte(nil), uint8(0))
+	queued := &conversation{}
+	f.Add(grow(queued, 4, func(i int) { queued.add("user", text(fmt.Sprint("queued ", i))) }), uint(0), []byte(nil), uint8(0))
+	system := &conversation{}
+	f.Add(grow(system, 4, func(i int) { system.add("system", text("Plan mode is active.")) }), uint(0), []byte(nil), uint8(2))
+	retry := &conversation{}
+	f.Add(grow(retry, 3, func(i int) {}), uint(0), []byte(nil), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint, tail []byte, keys uint8) {
+		bodies := bytes.Split(data, []byte{0})
+		first := bodies[0]
+		bodies = append(bodies, append(bytes.Clone(first[:int(cut%uint(len(first)+1))]), tail...), first)
 		for _, c := range []*BodyCache{newBodyCache(false), newBodyCache(true)} {
-			parseBoth(t, c, "k", a, "")
-			parseBoth(t, c, "k", b, "")
-			parseBoth(t, c, "k", a, "")
+			for i, b := range bodies {
+				key := "k"
+				if keys>>(i%8)&1 != 0 {
+					key = "other"
+				}
+				parseBoth(t, c, key, b, "")
+			}
 		}
 	})
 }
