@@ -442,8 +442,12 @@ func FuzzBodyCache(f *testing.F) {
 	f.Add(grow(queued, 4, func(i int) { queued.add("user", text(fmt.Sprint("queued ", i))) }), uint(0), []byte(nil), uint8(0))
 	system := &conversation{}
 	f.Add(grow(system, 4, func(i int) { system.add("system", text("Plan mode is active.")) }), uint(0), []byte(nil), uint8(2))
-	retry := &conversation{}
-	f.Add(grow(retry, 3, func(i int) {}), uint(0), []byte(nil), uint8(0))
+	retries := &conversation{}
+	retries.add("user", text("hi"))
+	first := retries.body(f)
+	retries.add("assistant", text("hello"), toolUse("t1", "Read"))
+	second := retries.body(f)
+	f.Add(join(first, first, second, second, first), uint(0), []byte(nil), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, cut uint, tail []byte, keys uint8) {
 		bodies := bytes.Split(data, []byte{0})
 		first := bodies[0]
