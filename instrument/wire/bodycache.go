@@ -3,7 +3,6 @@ package wire
 import (
 	"container/list"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/zeebo/xxh3"
@@ -62,8 +61,9 @@ type BodyCache struct {
 
 	// scratch is reused from one Parse to the next; its messages array is not (spare is).
 	scratch scratch
-	// in holds what the decoder reads of a resumed body.
-	in []byte
+	// in holds what the decoder reads of a resumed body, digests the hash states find leaves.
+	in      []byte
+	digests [checkpointRing]xxh3.Hasher
 }
 
 // bodyEntry is what a BodyCache remembers of the latest body of one conversation.
@@ -212,27 +212,18 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	if err != nil {
 		return nil, fmt.Errorf("decoding request body: %w", err)
 	}
-	// Resume at the furthest checkpoint b matches; if the body needs some of the messages
-	// before it whole (see needFrom), at the furthest one before those.
-	for limit := math.MaxInt; ; {
-		elem, check, digest := c.find(key, b, limit)
-		if elem == nil {
-			break
-		}
+	if elem, matched := c.find(key, b); elem != nil {
 		p := c.parser(b)
-		need, ok := p.resume(elem.Value.(*bodyEntry), check, digest, &c.in)
+		check, ok := p.resume(elem.Value.(*bodyEntry), matched, &c.digests, &c.in)
 		if cap(c.in) > maxResumeInput {
 			c.in = nil
 		}
-		if ok && need >= check.k {
+		if ok {
 			c.hits++
 			return c.done(&p, key, elem, check), nil
 		}
+		// Decoded whole below, for ParseBody's error if it is not a body.
 		c.release(&p)
-		if !ok {
-			break // decoded whole below, for ParseBody's error if it is not a body
-		}
-		limit = need
 	}
 	c.misses++
 	p := c.parser(b)
@@ -291,21 +282,21 @@ func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
 	return nil
 }
 
-// find looks for a remembered body of key that b begins like, and returns its list element, the
-// furthest checkpoint (of a message at most limit) at which b is known to be the same, and the
-// hash state of b's messages array up to it. elem is nil when there is none.
-func (c *BodyCache) find(key string, b []byte, limit int) (elem *list.Element, check checkpoint, digest xxh3.Hasher) {
+// find looks for a remembered body of key that b begins like, and returns its list element and
+// how many of its checkpoints b is known to match, leaving in c.digests the hash state of b's
+// messages array up to each of them. elem is nil when there is none.
+func (c *BodyCache) find(key string, b []byte) (elem *list.Element, matched int) {
 	for _, el := range c.byKey[key] {
 		e := el.Value.(*bodyEntry)
 		ms := e.messagesStart
-		if len(b) <= e.checks[0].off || e.checks[0].k > limit ||
+		if len(b) <= e.checks[0].off ||
 			xxh3.Hash(b[ms:ms+e.quickLen]) != e.quick || xxh3.Hash(b[:ms]) != e.headHash {
 			continue
 		}
 		var d xxh3.Hasher
-		pos, found := ms, false
-		for _, ck := range e.checks {
-			if ck.off >= len(b) || ck.k > limit {
+		pos := ms
+		for i, ck := range e.checks {
+			if ck.off >= len(b) {
 				break
 			}
 			_, _ = d.Write(b[pos:ck.off])
@@ -313,56 +304,78 @@ func (c *BodyCache) find(key string, b []byte, limit int) (elem *list.Element, c
 			if d.Sum64() != ck.hash {
 				break
 			}
-			elem, check, digest, found = el, ck, d, true
+			c.digests[i], matched = d, i+1
 		}
-		if found {
-			return elem, check, digest
+		if matched > 0 {
+			return el, matched
 		}
 	}
-	return nil, checkpoint{}, digest
+	return nil, 0
 }
 
-// resume decodes b as if from its start, restoring from e what its bytes up to check decode to
-// and decoding the rest; the members after the messages array are not decoded again when they
-// are e's. It returns false when b cannot be decoded so (it may not be JSON), and the first
-// message before check that finish needs whole (see needFrom). in is the buffer the decoder
-// reads from.
-func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher, in *[]byte) (need int, ok bool) {
-	b := p.b
+// resume decodes b as if from its start, restoring from e what its bytes up to one of the first
+// matched checkpoints of e decode to and decoding the rest, and returns that checkpoint: the
+// last one, unless finish needs whole some message before it (see needFrom), which is then
+// decoded again from an earlier one. It returns false when b cannot be decoded so (it may not
+// be JSON, or need messages before every checkpoint). digests are b's hash states at the
+// checkpoints, in is the buffer the decoder reads from.
+func (p *bodyParser) resume(e *bodyEntry, matched int, digests *[checkpointRing]xxh3.Hasher, in *[]byte) (checkpoint, bool) {
+	k := e.checks[matched-1].k
 	msgs := p.out.Messages // ReuseMessages' spare array, or nil
-	*p.out = e.head
-	p.out.Tools.Names = nil // messages name no tools: set with the members after them
-	if want := check.k + checkpointRing; cap(msgs) < want {
+	if want := k + checkpointRing; cap(msgs) < want {
 		// Room for the conversation to grow by a few requests before the spare array must.
 		msgs = make([]Message, 0, want+want/4+16)
 	}
 	// Written in place, not appended one by one: this is most of a resumed body's cost.
-	msgs = msgs[:check.k]
-	p.msgs = slices.Grow(p.msgs[:0], check.k)[:check.k]
-	for i, pm := range e.past[:check.k] {
-		msgs[i] = pm.message()
-		p.msgs[i] = pm.text()
+	msgs = msgs[:k]
+	p.msgs = slices.Grow(p.msgs[:0], k)[:k]
+	restorePast(msgs, p.msgs, e.past)
+	p.out.Messages = msgs
+	if u, h := e.firstUser, e.firstHuman; u >= 0 && u < k && h != (span{}) {
+		p.msgs[u].human = p.b[h.from:h.to]
 	}
+	for i := matched - 1; i >= 0; {
+		check := e.checks[i]
+		if !p.resumeAt(e, i, digests[i], in) {
+			return check, false
+		}
+		need := p.needFrom(e)
+		if need >= check.k {
+			return check, true
+		}
+		// The messages restored before an earlier checkpoint are still this body's.
+		for i >= 0 && e.checks[i].k > need {
+			i--
+		}
+	}
+	return checkpoint{}, false
+}
+
+// resumeAt decodes b from e's i-th checkpoint on, the messages before it being restored, given
+// digest, b's hash state there; the members after the messages array are not decoded again when
+// they are e's. It returns false when b cannot be decoded so.
+func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byte) bool {
+	check := e.checks[i]
+	b := p.b
+	msgs := p.out.Messages[:check.k]
+	*p.out = e.head
+	p.out.Tools.Names = nil // messages name no tools: set with the members after them
 	p.out.Messages = msgs
 	p.out.CacheBreakpoints = check.cb
+	p.msgs = p.msgs[:check.k]
+	p.uses, p.pending = p.uses[:0], p.pending[:0]
 	p.restored = check.k
-	if u, h := e.firstUser, e.firstHuman; u >= 0 && u < check.k && h != (span{}) {
-		p.msgs[u].human = b[h.from:h.to]
-	}
 	p.head = e.head
 	p.messagesSeen = 1
 	p.messagesStart = e.messagesStart
 	p.startsFrom = check.k
-	for i, ck := range e.checks {
-		if ck.k < check.k {
-			p.starts[ck.k%checkpointRing] = ck.msgStart
-			p.startsFrom = min(p.startsFrom, ck.k)
-		}
-		if ck.k == check.k {
-			p.known = e.checks[:i+1]
-		}
+	for _, ck := range e.checks[:i] {
+		p.starts[ck.k%checkpointRing] = ck.msgStart
+		p.startsFrom = min(p.startsFrom, ck.k)
 	}
+	p.known = e.checks[:i+1]
 	p.hist, p.histPos = digest, check.off
+	p.tailReused = false
 
 	*in = append(append((*in)[:0], resumePrefix...), b[check.off:]...)
 	r := &p.r
@@ -371,11 +384,11 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher, 
 	r.token() // ""
 	r.token() // [
 	if r.kind() == ']' {
-		return 0, false // "[a, ]" is not JSON: the comma before the checkpoint wants a value
+		return false // "[a, ]" is not JSON: the comma before the checkpoint wants a value
 	}
 	p.elements()
 	if r.err != nil {
-		return 0, false
+		return false
 	}
 	if rest := b[p.tailStart:]; len(rest) == e.tailLen && xxh3.Hash(rest) == e.tailHash {
 		msgs, cb, history := p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash
@@ -383,13 +396,22 @@ func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher, 
 		p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash = msgs, cb+e.tailCB, history
 		p.out.Tools.Names = slices.Clone(e.tail.Tools.Names)
 		p.tailReused = true
-		return p.needFrom(e), true
+		return true
 	}
 	p.out.Tools.Names = slices.Clone(e.head.Tools.Names)
-	if !r.members(p.member) || r.end() != nil {
-		return 0, false
+	return r.members(p.member) && r.end() == nil
+}
+
+// restorePast writes in msgs and texts the messages past keeps, as many as msgs has room for.
+func restorePast(msgs []Message, texts []messageText, past []pastMessage) {
+	clear(texts)
+	for i := range msgs {
+		pm := past[i]
+		msgs[i] = pm.message()
+		if pm.flags&^pastHumanText != 0 {
+			texts[i] = pm.text()
+		}
 	}
-	return p.needFrom(e), true
 }
 
 // needFrom returns the first message restored from e that finish needs whole, p.restored when
