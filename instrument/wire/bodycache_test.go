@@ -261,6 +261,52 @@ func TestBodyCacheConversation(t *testing.T) {
 	}
 }
 
+// TestBodyCacheResumedInvalid decodes bodies that repeat a remembered one up to one of its
+// checkpoints and are not JSON after it: a resumed decode reads the body from that point on
+// behind a prefix of its own, and must reject what ParseBody rejects, with ParseBody's error.
+func TestBodyCacheResumedInvalid(t *testing.T) {
+	for _, roles := range [][2]string{{"user", "assistant"}, {"system", "system"}} {
+		cv := &conversation{}
+		for i := range 4 {
+			cv.add(roles[0], text(fmt.Sprint("prompt ", i)))
+			cv.add(roles[1], text(fmt.Sprint("answer ", i)))
+		}
+		bodyCacheResumedInvalid(t, cv.body(t))
+	}
+}
+
+// bodyCacheResumedInvalid is TestBodyCacheResumedInvalid on one body.
+func bodyCacheResumedInvalid(t *testing.T, good []byte) {
+	last := bytes.LastIndex(good, []byte(`{"content"`))
+	for _, body := range []string{
+		string(good[:last]) + `]}`,                 // "[…, ]"
+		string(good[:last]) + `}`,                  // the array never closes
+		string(good[:last]) + `{"role":"user"}]`,   // nor the object
+		string(good[:last]) + `{"role":"user"}]}}`, // one brace too many
+		string(good[:last]) + `{"role":"user"}],}`, // a comma before the brace
+		string(good[:last]) + `{"role":"user"}]} x`,
+		string(good[:last]) + `{"role":"user"}], "stream": tru}`,
+	} {
+		c := NewBodyCache(0)
+		parseBoth(t, c, "k", good, "")
+		if parseBoth(t, c, "k", []byte(body), ""); json.Valid([]byte(body)) {
+			t.Errorf("%q is JSON", body[last:])
+		}
+	}
+}
+
+// TestParseBodyEscapedNames checks that member names are compared decoded, as encoding/json
+// compares them.
+func TestParseBodyEscapedNames(t *testing.T) {
+	b, err := ParseBody([]byte(`{"mod\u0065l":"m","m\u0065ssages":[{"r\u006fle":"user","content":[{"typ\u0065":"t\u0065xt","text":"hi"}]}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Model != "m" || len(b.Messages) != 1 || b.Messages[0].Role != RoleUser || b.Messages[0].Blocks.Get(BlockText) != 1 || b.FirstHumanText != "hi" {
+		t.Errorf("got %+v", b)
+	}
+}
+
 // TestBodyCacheShorterBody resumes bodies that end just after a checkpoint, so that the next
 // body's checkpoints come partly from the entry.
 func TestBodyCacheShorterBody(t *testing.T) {
