@@ -213,3 +213,167 @@ func TestParseBodyRecordedAgainstEncodingJSON(t *testing.T) {
 		t.Errorf("the recordings exercise %d tool results and %d tool calls", results, uses)
 	}
 }
+
+// refStream decodes a recorded event stream with encoding/json, one data line per event as the
+// fake API sends them, into what a StreamDecoder reports of it.
+func refStream(t *testing.T, stream string) *MessageInfo {
+	t.Helper()
+	type usage struct {
+		InputTokens              *int `json:"input_tokens"`
+		OutputTokens             *int `json:"output_tokens"`
+		CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
+		CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
+		CacheCreation            *struct {
+			Ephemeral5m *int `json:"ephemeral_5m_input_tokens"`
+			Ephemeral1h *int `json:"ephemeral_1h_input_tokens"`
+		} `json:"cache_creation"`
+	}
+	var info MessageInfo
+	apply := func(u *usage) {
+		set := func(dst *int, v *int) {
+			if v != nil {
+				*dst = *v
+			}
+		}
+		if u == nil {
+			return
+		}
+		set(&info.Usage.InputTokens, u.InputTokens)
+		set(&info.Usage.OutputTokens, u.OutputTokens)
+		set(&info.Usage.CacheReadInputTokens, u.CacheReadInputTokens)
+		set(&info.Usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
+		if u.CacheCreation != nil {
+			set(&info.Usage.CacheCreation5m, u.CacheCreation.Ephemeral5m)
+			set(&info.Usage.CacheCreation1h, u.CacheCreation.Ephemeral1h)
+		}
+	}
+	info.Blocks = map[BlockType]int{}
+	var text string
+	inputs := map[int]*strings.Builder{}
+	tools := map[int]int{} // block index to index in info.ToolUses
+	for line := range strings.SplitSeq(stream, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type    string `json:"type"`
+			Index   int    `json:"index"`
+			Message struct {
+				ID    string `json:"id"`
+				Model string `json:"model"`
+				Usage *usage `json:"usage"`
+			} `json:"message"`
+			ContentBlock struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+				ID   string `json:"id"`
+				Name string `json:"name"`
+			} `json:"content_block"`
+			Delta struct {
+				Type        string `json:"type"`
+				Text        string `json:"text"`
+				PartialJSON string `json:"partial_json"`
+				StopReason  string `json:"stop_reason"`
+			} `json:"delta"`
+			Usage *usage `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		switch ev.Type {
+		case "message_start":
+			info.ID, info.Model = ev.Message.ID, ev.Message.Model
+			apply(ev.Message.Usage)
+		case "content_block_start":
+			bt := parseBlockType([]byte(ev.ContentBlock.Type))
+			info.Blocks[bt]++
+			text += ev.ContentBlock.Text
+			if bt == BlockToolUse {
+				tools[ev.Index] = len(info.ToolUses)
+				inputs[ev.Index] = &strings.Builder{}
+				info.ToolUses = append(info.ToolUses, ToolUse{ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
+			}
+		case "content_block_delta":
+			text += ev.Delta.Text
+			if in := inputs[ev.Index]; in != nil {
+				in.WriteString(ev.Delta.PartialJSON)
+			}
+		case "message_delta":
+			if ev.Delta.StopReason != "" {
+				info.StopReason = ev.Delta.StopReason
+			}
+			apply(ev.Usage)
+		}
+	}
+	for index, k := range tools {
+		input := inputs[index].String()
+		tu := &info.ToolUses[k]
+		tu.InputBytes, tu.Input = len(input), truncate(input, PreviewLimit)
+		if isAgentTool(tu.Name) {
+			var call struct {
+				Description     string `json:"description"`
+				Prompt          string `json:"prompt"`
+				SubagentType    string `json:"subagent_type"`
+				RunInBackground bool   `json:"run_in_background"`
+			}
+			if json.Unmarshal([]byte(input), &call) == nil {
+				tu.Agent = &AgentCall{Description: call.Description, SubagentType: call.SubagentType,
+					RunInBackground: call.RunInBackground, PromptHash: HashText(call.Prompt)}
+			}
+		}
+	}
+	info.Text = truncate(text, PreviewLimit)
+	return &info
+}
+
+// TestDecodeResponseRecordedAgainstEncodingJSON decodes every recorded Claude Code event
+// stream and checks what the StreamDecoder reports against an independent decoding of its
+// events with encoding/json.
+func TestDecodeResponseRecordedAgainstEncodingJSON(t *testing.T) {
+	paths, err := filepath.Glob("../../testdata/claude-code/*/[0-9][0-9][0-9].json")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recordings: %v", err)
+	}
+	streams, agents := 0, 0
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			ResponseHeaders map[string][]string `json:"response_headers"`
+			Response        string              `json:"response"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		contentType := strings.Join(rec.ResponseHeaders["Content-Type"], "")
+		if !isEventStream(contentType) {
+			continue
+		}
+		streams++
+		resp := Response{ContentType: contentType, End: t0}
+		DecodeResponse(&resp, EndpointMessages, []byte(rec.Response))
+		if resp.ParseError != "" || resp.Message == nil {
+			t.Fatalf("%s: %q, message %v", p, resp.ParseError, resp.Message)
+		}
+		want := refStream(t, rec.Response)
+		for i := range want.ToolUses {
+			want.ToolUses[i].End = t0 // every event of a stream decoded at once arrives at its end
+		}
+		if !reflect.DeepEqual(resp.Message, want) {
+			gj, _ := json.MarshalIndent(resp.Message, "", " ")
+			wj, _ := json.MarshalIndent(want, "", " ")
+			t.Errorf("%s: StreamDecoder differs from encoding/json\nStreamDecoder: %s\nencoding/json: %s", p, gj, wj)
+		}
+		for _, tu := range resp.Message.ToolUses {
+			if tu.Agent != nil {
+				agents++
+			}
+		}
+	}
+	if streams == 0 || agents == 0 {
+		t.Errorf("the recordings exercise %d streams, %d Agent calls", streams, agents)
+	}
+}
