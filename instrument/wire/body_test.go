@@ -446,6 +446,10 @@ func FuzzParseBody(f *testing.F) {
 		if body != nil && len(body.FirstHumanText) > HumanTextLimit {
 			t.Fatalf("FirstHumanText has %d bytes", len(body.FirstHumanText))
 		}
+		// A BodyCache decodes it the same, whole and then resumed from itself (a retry).
+		c := NewBodyCache(0)
+		parseBoth(t, c, "k", b, "")
+		parseBoth(t, c, "k", b, "")
 	})
 }
 
