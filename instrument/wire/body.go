@@ -126,7 +126,10 @@ func (s *scratch) keep(p *bodyParser, msgs []Message) {
 		s.messages = msgs[:0]
 	}
 	if cap(p.buf) <= maxScratchBuf {
-		s.buf = p.buf
+		// Texts of this body are not kept past its decode.
+		s.buf = p.buf[:cap(p.buf)]
+		clear(s.buf)
+		s.buf = s.buf[:0]
 	}
 }
 

@@ -215,6 +215,8 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	if elem, matched := c.find(key, b); elem != nil {
 		p := c.parser(b)
 		check, ok := p.resume(elem.Value.(*bodyEntry), matched, &c.digests, &c.in)
+		// The cache keeps nothing of a body's bytes.
+		clear(c.in)
 		if cap(c.in) > maxResumeInput {
 			c.in = nil
 		}
