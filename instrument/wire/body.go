@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/zeebo/xxh3"
 )
 
@@ -47,7 +47,9 @@ func ParseBody(body []byte, contentEncoding string) (*Body, error) {
 	s := scratchPool.Get().(*scratch)
 	p := s.parser(b)
 	p.out.Messages = s.messages[:0]
-	err = p.parseWhole()
+	if err = p.walk(); err == nil {
+		p.finish()
+	}
 	// The caller keeps the Body: its messages go into an array of their own, of their number,
 	// and the scratch array they were read into, grown as they were, is the next body's.
 	msgs := p.out.Messages
@@ -63,29 +65,31 @@ func ParseBody(body []byte, contentEncoding string) (*Body, error) {
 	return p.out, nil
 }
 
-// parseWhole decodes the body from its start, as ParseBody does.
-func (p *bodyParser) parseWhole() error {
-	if !p.parse() && p.r.err == nil {
-		return errors.New("decoding request body: not a JSON object")
-	}
+// walk decodes the body from its start, up to what finish does.
+func (p *bodyParser) walk() error {
+	p.r.reset(p.b)
+	isObject := p.r.object(p.member)
 	if err := p.r.end(); err != nil {
 		return fmt.Errorf("decoding request body: %w", err)
 	}
-	p.finish()
+	if !isObject {
+		return errors.New("decoding request body: not a JSON object")
+	}
 	return nil
 }
 
 // scratch is the working memory of a decode, none of which outlives it: the parser's
-// per-message texts, tool result texts, tool_use ids and tool_result blocks, and the array the
-// messages are decoded into when the Body does not keep it. A BodyCache keeps one from one
-// Parse to the next; ParseBody takes one from scratchPool. Growing these arrays one append at a
-// time was most of what ParseBody allocated (900 KB for a 1 MB body).
+// per-message texts, tool_use ids and tool_result blocks, a buffer to decode texts in, its
+// checkpoints, and the array the messages are decoded into when the Body does not keep it. A BodyCache keeps one
+// from one Parse to the next; ParseBody takes one from scratchPool. Growing these arrays one
+// append at a time would be most of what a decode allocates.
 type scratch struct {
 	texts    []messageText
-	results  [][]byte
 	uses     [][]byte
 	pending  []pendingResult
 	messages []Message
+	buf      []byte
+	checks   []checkpoint
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -95,20 +99,25 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // that gets arrays of its own.
 const maxScratchMessages = 16 << 10
 
+// maxScratchBuf bounds the text buffer a scratch keeps: the texts whose length is counted are
+// system prompts and tool results, and an occasional huge one should not stay in memory.
+const maxScratchBuf = 64 << 10
+
 // parser returns a parser of b that works in s's arrays. s.messages is not given to it: only
 // the caller knows whether the Body keeps that array.
 func (s *scratch) parser(b []byte) bodyParser {
-	return bodyParser{r: jsonReader{b: b}, out: &Body{}, msgs: s.texts[:0], results: s.results[:0], uses: s.uses[:0], pending: s.pending[:0]}
+	return bodyParser{b: b, out: &Body{}, msgs: s.texts[:0], uses: s.uses[:0], pending: s.pending[:0], buf: s.buf, checks: s.checks[:0]}
 }
 
 // keep takes back, emptied, the arrays p worked in (or grew from s's), and msgs, when it is
-// not nil: an array of messages that no Body refers to any more.
+// not nil: an array of messages that no Body refers to any more. p's decoder goes back to its
+// pool.
 func (s *scratch) keep(p *bodyParser, msgs []Message) {
+	p.r.release()
 	clear(p.msgs)
-	clear(p.results)
 	clear(p.uses)
 	clear(p.pending)
-	s.results, s.uses, s.pending = p.results[:0], p.uses[:0], p.pending[:0]
+	s.uses, s.pending, s.checks = p.uses[:0], p.pending[:0], p.checks[:0]
 	if cap(p.msgs) <= maxScratchMessages {
 		s.texts = p.msgs[:0]
 	}
@@ -116,23 +125,28 @@ func (s *scratch) keep(p *bodyParser, msgs []Message) {
 		clear(msgs)
 		s.messages = msgs[:0]
 	}
+	if cap(p.buf) <= maxScratchBuf {
+		// Texts of this body are not kept past its decode.
+		s.buf = p.buf[:cap(p.buf)]
+		clear(s.buf)
+		s.buf = s.buf[:0]
+	}
 }
 
-// bodyParser holds the state of one ParseBody call.
+// bodyParser holds the state of one decode of a request body.
 type bodyParser struct {
-	r   jsonReader
+	r   tokens
+	b   []byte // the body
 	out *Body
 	// msgs keeps, per message, raw text that is only decoded once it is known which messages
 	// need it (the last one is only known at the end).
 	msgs []messageText
-	// results holds the raw first text of every tool_result, for the previews of the last
-	// message (one slice for the whole body rather than one per message).
-	results [][]byte
 	// uses and pending hold, as read, the tool_use ids and tool_result blocks of messages not
 	// yet materialized (see materialize): most messages never are, since only those from the
 	// last assistant message on keep them.
 	uses    [][]byte
 	pending []pendingResult
+	buf     []byte // for decoding texts whose length is counted
 
 	// What a BodyCache needs to resume a later body of the same conversation (track set):
 	track bool
@@ -143,10 +157,8 @@ type bodyParser struct {
 	messagesStart int
 	// head is the request's fields as they stood when the messages array began.
 	head Body
-	// shared is how many messages were copied from a cache entry: their slices are shared with
-	// it and must not be written to. fromPast is how many of those came from its compact past,
-	// without tool results or tool_use ids.
-	shared, fromPast int
+	// restored is how many messages were restored from a BodyCache entry rather than decoded.
+	restored int
 	// startsFrom is the first message whose entry in starts is known (when resumed, the
 	// messages before the resume point were not read).
 	startsFrom int
@@ -160,31 +172,28 @@ type bodyParser struct {
 	checks, known []checkpoint
 	// tailStart is where the request object's members after the messages array begin, and
 	// tailCB the cache breakpoints counted before them: what a BodyCache needs to reuse their
-	// decoding when a later body ends with the same bytes.
+	// decoding when a later body ends with the same bytes. tailReused says a resumed decode
+	// did.
 	tailStart, tailCB int
+	tailReused        bool
 }
 
 // msgStart is the decoder's position at the start of one message.
 type msgStart struct {
-	off     int // offset of the message in the body
-	cb      int // CacheBreakpoints counted before it
-	results int // len(bodyParser.results) before it
+	off int // offset of the message in the body
+	cb  int // CacheBreakpoints counted before it
 }
 
 // pendingResult is a tool_result block as read, before materialize makes a ToolResult of it.
 type pendingResult struct {
 	toolUseID []byte // raw
 	isError   bool
-	bytes     int
-	agentID   string
+	content   []byte // raw, as toolResultContent returned it
 }
 
 // messageText is what is remembered of a message's text while the body is being read.
 type messageText struct {
 	human []byte // raw first human text block
-	// resultsFrom and resultsTo delimit, in bodyParser.results, the raw first text of each of
-	// its tool_result blocks.
-	resultsFrom, resultsTo int
 	// usesFrom and usesTo delimit its tool_use ids in bodyParser.uses, pendingFrom and
 	// pendingTo its tool_result blocks in bodyParser.pending, until materialize has made the
 	// message's ToolUseIDs and ToolResults of them (then pendingTools is false).
@@ -197,14 +206,10 @@ type messageText struct {
 	planExit               bool // a text block says Plan Mode was exited
 }
 
-func (p *bodyParser) parse() bool {
-	return p.r.object(p.member)
-}
-
 // member reads one member of the request object.
-func (p *bodyParser) member(key []byte) {
+func (p *bodyParser) member(name []byte) {
 	r := &p.r
-	switch string(key) {
+	switch string(name) {
 	case "model":
 		p.out.Model = r.text()
 	case "max_tokens":
@@ -212,17 +217,16 @@ func (p *bodyParser) member(key []byte) {
 	case "stream":
 		p.out.Stream = r.boolean()
 	case "metadata":
-		r.object(func(key []byte) {
-			if string(key) != "user_id" {
+		r.object(func(name []byte) {
+			if string(name) != "user_id" {
 				r.skip()
 				return
 			}
 			p.out.UserID = r.text()
-			p.out.MetadataSessionID = metadataSessionID(p.out.UserID)
 		})
 	case "thinking":
-		r.object(func(key []byte) {
-			if string(key) == "type" {
+		r.object(func(name []byte) {
+			if string(name) == "type" {
 				p.out.Thinking = r.text()
 				return
 			}
@@ -231,7 +235,7 @@ func (p *bodyParser) member(key []byte) {
 	case "output_config":
 		p.outputConfig()
 	case "context_management":
-		p.out.ContextManagement = r.peek() == '{'
+		p.out.ContextManagement = r.kind() == '{'
 		r.skip()
 	case "system":
 		p.system()
@@ -248,39 +252,42 @@ func (p *bodyParser) member(key []byte) {
 // messages reads the messages array.
 func (p *bodyParser) messages() {
 	r := &p.r
-	r.peek()
 	p.messagesSeen++
+	if r.kind() != '[' {
+		r.skip()
+		return
+	}
+	r.token()
+	p.messagesStart = r.offset() - 1
 	if p.track {
 		p.head = *p.out
-	}
-	p.messagesStart = r.i
-	if p.track {
 		p.hist.Reset()
-		p.histPos = r.i
+		p.histPos = p.messagesStart
 		// A body may repeat the key: the starts remembered of an earlier array's messages are
 		// not in this one, and hashTo cannot go back before its start.
 		p.startsFrom = len(p.out.Messages)
 	}
-	p.messagesEnd(r.array(p.message))
+	p.elements()
 }
 
-// messagesEnd completes the messages array once it has been read (ok: to its closing bracket).
-func (p *bodyParser) messagesEnd(ok bool) {
-	if !ok {
+// elements reads the messages array from its next element on, through its closing bracket.
+func (p *bodyParser) elements() {
+	if !p.r.elements(p.message) {
 		return
 	}
+	end := p.r.offset()
 	if !p.track {
-		p.out.HistoryHash = xxh3.Hash(p.r.b[p.messagesStart:p.r.i])
+		p.out.HistoryHash = xxh3.Hash(p.b[p.messagesStart:end])
 		return
 	}
-	p.tailStart, p.tailCB = p.r.i, p.out.CacheBreakpoints
+	p.tailStart, p.tailCB = end, p.out.CacheBreakpoints
 	p.checks = p.checks[:0]
 	n := len(p.out.Messages)
 	for k := max(1, n-(checkpointRing-1), p.startsFrom); k < n; k++ {
 		st := p.starts[k%checkpointRing]
 		p.checks = append(p.checks, checkpoint{msgStart: st, k: k, hash: p.hashTo(st.off)})
 	}
-	p.out.HistoryHash = p.hashTo(p.r.i)
+	p.out.HistoryHash = p.hashTo(end)
 }
 
 // hashTo returns the hash of the messages array from its start to off.
@@ -296,20 +303,20 @@ func (p *bodyParser) hashTo(off int) uint64 {
 		p.hist.Reset()
 		p.histPos = p.messagesStart
 	}
-	_, _ = p.hist.Write(p.r.b[p.histPos:off])
+	_, _ = p.hist.Write(p.b[p.histPos:off])
 	p.histPos = off
 	return p.hist.Sum64()
 }
 
 func (p *bodyParser) outputConfig() {
 	r := &p.r
-	r.object(func(key []byte) {
-		switch string(key) {
+	r.object(func(name []byte) {
+		switch string(name) {
 		case "effort":
 			p.out.Effort = r.text()
 		case "format":
-			r.object(func(key []byte) {
-				if string(key) == "type" {
+			r.object(func(name []byte) {
+				if string(name) == "type" {
 					p.out.OutputFormat = r.text()
 					return
 				}
@@ -324,20 +331,19 @@ func (p *bodyParser) outputConfig() {
 func (p *bodyParser) system() {
 	r := &p.r
 	sys := &p.out.System
-	switch r.peek() {
+	switch r.kind() {
 	case '"':
-		_, n, _ := r.strN()
 		sys.Blocks = 1
-		sys.Bytes = n
+		sys.Bytes = len(decoded(r.value(), &p.buf))
 	case '[':
 		r.array(func() {
-			blockType, text, textLen, hasText := p.typedTextBlock()
-			if string(blockType) != "text" || !hasText {
+			blockType, text := p.typedTextBlock()
+			if string(blockType) != "text" || text == nil {
 				return
 			}
 			sys.Blocks++
-			sys.Bytes += textLen
-			if sys.BillingHeader == "" && bytes.HasPrefix(text, []byte(billingHeaderPrefix)) {
+			sys.Bytes += len(decoded(text, &p.buf))
+			if sys.BillingHeader == "" && bytes.HasPrefix(text[1:], []byte(billingHeaderPrefix)) {
 				sys.BillingHeader = unquotePrefix(text, PreviewLimit)
 				sys.Subagent = strings.Contains(sys.BillingHeader, subagentMarker)
 			}
@@ -347,28 +353,28 @@ func (p *bodyParser) system() {
 	}
 }
 
-// cacheControl reads a cache_control value and counts it when it is an object.
-// typedTextBlock reads a block object keeping only its type and text (raw, with the decoded
-// length), counting its cache_control marker; the caller decides what a non-text block means.
-func (p *bodyParser) typedTextBlock() (typ, text []byte, textLen int, hasText bool) {
+// typedTextBlock reads a block object keeping only its type and text (raw, nil when it has
+// none), counting its cache_control marker; the caller decides what a non-text block means.
+func (p *bodyParser) typedTextBlock() (typ, text []byte) {
 	r := &p.r
-	r.object(func(key []byte) {
-		switch string(key) {
+	r.object(func(name []byte) {
+		switch string(name) {
 		case "type":
-			typ, _ = r.str()
+			typ = r.textBytes()
 		case "text":
-			text, textLen, hasText = r.strN()
+			text = r.str()
 		case "cache_control":
 			p.cacheControl()
 		default:
 			r.skip()
 		}
 	})
-	return typ, text, textLen, hasText
+	return typ, text
 }
 
+// cacheControl reads a cache_control value and counts it when it is an object.
 func (p *bodyParser) cacheControl() {
-	if p.r.peek() == '{' {
+	if p.r.kind() == '{' {
 		p.out.CacheBreakpoints++
 	}
 	p.r.skip()
@@ -379,8 +385,8 @@ func (p *bodyParser) tools() {
 	tools := &p.out.Tools
 	r.array(func() {
 		tools.Count++
-		r.object(func(key []byte) {
-			switch string(key) {
+		r.object(func(name []byte) {
+			switch string(name) {
 			case "name":
 				if name := r.text(); len(tools.Names) < ToolNameLimit {
 					tools.Names = append(tools.Names, name)
@@ -401,21 +407,25 @@ func (p *bodyParser) tools() {
 // message reads one element of the messages array.
 func (p *bodyParser) message() {
 	r := &p.r
-	if p.track {
-		p.starts[len(p.out.Messages)%checkpointRing] = msgStart{off: r.i, cb: p.out.CacheBreakpoints, results: len(p.results)}
-	}
 	m := Message{Role: RoleOther}
 	text := messageText{pendingFrom: len(p.pending), pendingTools: true}
-	r.object(func(key []byte) {
-		switch string(key) {
-		case "role":
-			m.Role = parseRole(r.text())
-		case "content":
-			p.content(&m, &text)
-		default:
-			r.skip()
-		}
-	})
+	if r.kind() == '{' {
+		r.token()
+		p.messageStart(r.offset() - 1)
+		r.members(func(name []byte) {
+			switch string(name) {
+			case "role":
+				m.Role = parseRole(r.textBytes())
+			case "content":
+				p.content(&m, &text)
+			default:
+				r.skip()
+			}
+		})
+	} else {
+		v := r.value()
+		p.messageStart(r.offset() - len(v))
+	}
 	text.pendingTo = len(p.pending)
 	if m.Role == RoleUser {
 		m.HumanText = text.human != nil
@@ -424,10 +434,17 @@ func (p *bodyParser) message() {
 	p.msgs = append(p.msgs, text)
 }
 
+// messageStart records where the next message begins, for a BodyCache.
+func (p *bodyParser) messageStart(off int) {
+	if p.track {
+		p.starts[len(p.out.Messages)%checkpointRing] = msgStart{off: off, cb: p.out.CacheBreakpoints}
+	}
+}
+
 // materialize makes m's ToolUseIDs (an assistant message) or ToolResults (a user message) of
 // what the parser read of its blocks, once: the role decides which, and may have come after
-// the content.
-func (p *bodyParser) materialize(m *Message, t *messageText) {
+// the content. preview fills the results' previews.
+func (p *bodyParser) materialize(m *Message, t *messageText, preview bool) {
 	if !t.pendingTools {
 		return
 	}
@@ -436,8 +453,13 @@ func (p *bodyParser) materialize(m *Message, t *messageText) {
 	case RoleUser:
 		if t.pendingTo > t.pendingFrom {
 			m.ToolResults = make([]ToolResult, 0, t.pendingTo-t.pendingFrom)
-			for _, r := range p.pending[t.pendingFrom:t.pendingTo] {
-				m.ToolResults = append(m.ToolResults, ToolResult{ToolUseID: unquote(r.toolUseID), IsError: r.isError, Bytes: r.bytes, AgentID: r.agentID})
+			for _, pr := range p.pending[t.pendingFrom:t.pendingTo] {
+				size, first, agentID := p.resultContent(pr.content)
+				tr := ToolResult{ToolUseID: unquote(pr.toolUseID), IsError: pr.isError, Bytes: size, AgentID: agentID}
+				if preview && first != nil {
+					tr.Preview = unquotePrefix(first, PreviewLimit)
+				}
+				m.ToolResults = append(m.ToolResults, tr)
 			}
 		}
 	case RoleAssistant:
@@ -450,17 +472,21 @@ func (p *bodyParser) materialize(m *Message, t *messageText) {
 	}
 }
 
-func parseRole(s string) Role {
-	switch r := Role(s); r {
-	case RoleUser, RoleAssistant, RoleSystem:
-		return r
+// parseRole maps a role name to a Role, without making a string of it.
+func parseRole(b []byte) Role {
+	switch string(b) {
+	case "user":
+		return RoleUser
+	case "assistant":
+		return RoleAssistant
+	case "system":
+		return RoleSystem
 	default:
 		return RoleOther
 	}
 }
 
-// parseBlockType maps a raw type name to a BlockType. It switches on string(b) so that the
-// comparison does not allocate.
+// parseBlockType maps a type name to a BlockType, without making a string of it.
 func parseBlockType(b []byte) BlockType {
 	switch string(b) {
 	case "text":
@@ -490,73 +516,56 @@ func (p *bodyParser) content(m *Message, text *messageText) {
 	r := &p.r
 	// A repeated content key: the last one's tool_use ids count (its tool results add up).
 	text.usesFrom, text.usesTo = len(p.uses), len(p.uses)
-	if r.peek() == '"' {
-		raw, _ := r.str()
+	if r.kind() == '"' {
 		m.Blocks.Add(BlockText, 1)
-		p.textBlock(raw, text)
+		p.textBlock(r.value(), text)
 		return
 	}
-	text.resultsFrom, text.resultsTo = len(p.results), len(p.results)
 	r.array(func() {
 		var blk contentBlock
-		r.object(func(key []byte) { p.blockMember(key, &blk) })
+		r.object(func(name []byte) { p.blockMember(name, &blk) })
 		bt := parseBlockType(blk.typ)
 		m.Blocks.Add(bt, 1)
 		switch bt {
 		case BlockText:
-			if blk.hasText {
+			if blk.text != nil {
 				p.textBlock(blk.text, text)
 			}
 		case BlockToolUse:
 			p.uses = append(p.uses, blk.id)
 			text.usesTo = len(p.uses)
 		case BlockToolResult:
-			p.pending = append(p.pending, pendingResult{
-				toolUseID: blk.toolUseID,
-				isError:   blk.isError,
-				bytes:     blk.result.bytes,
-				agentID:   blk.result.agentID,
-			})
-			p.results = append(p.results, blk.result.first)
-			text.resultsTo = len(p.results)
+			p.pending = append(p.pending, pendingResult{toolUseID: blk.toolUseID, isError: blk.isError, content: blk.content})
 		}
 	})
 }
 
-// contentBlock is what one content block of a request carries, as raw bytes; which of it
+// contentBlock is what one content block of a request carries, strings raw; which of it
 // matters depends on its type, which may come after the other members.
 type contentBlock struct {
-	typ       []byte
+	typ       []byte // decoded
 	text      []byte
-	hasText   bool
 	id        []byte
 	toolUseID []byte
 	isError   bool
-	result    resultContent
+	content   []byte
 }
 
-// resultContent summarises the content of a tool_result block.
-type resultContent struct {
-	bytes   int
-	first   []byte // raw first text
-	agentID string
-}
-
-func (p *bodyParser) blockMember(key []byte, blk *contentBlock) {
+func (p *bodyParser) blockMember(name []byte, blk *contentBlock) {
 	r := &p.r
-	switch string(key) {
+	switch string(name) {
 	case "type":
-		blk.typ, _ = r.str()
+		blk.typ = r.textBytes()
 	case "text":
-		blk.text, blk.hasText = r.str()
+		blk.text = r.str()
 	case "id":
-		blk.id, _ = r.str()
+		blk.id = r.str()
 	case "tool_use_id":
-		blk.toolUseID, _ = r.str()
+		blk.toolUseID = r.str()
 	case "is_error":
 		blk.isError = r.boolean()
 	case "content":
-		p.resultContent(&blk.result)
+		blk.content = p.toolResultContent()
 	case "cache_control":
 		p.cacheControl()
 	default:
@@ -564,33 +573,70 @@ func (p *bodyParser) blockMember(key []byte, blk *contentBlock) {
 	}
 }
 
-// resultContent reads a tool_result's content: a string, or a list of blocks of which text
-// blocks count their text bytes and the others their raw JSON bytes.
-func (p *bodyParser) resultContent(rc *resultContent) {
+// toolResultContent reads a tool_result's content, counting the cache_control markers of its
+// blocks, and returns it raw: only the results of the messages a Body keeps whole are read
+// again (resultContent), and most results are one long string passed over at the decoder's
+// speed.
+func (p *bodyParser) toolResultContent() []byte {
 	r := &p.r
-	addText := func(raw []byte, n int) {
-		rc.bytes += n
-		if rc.first == nil {
-			rc.first = raw
+	if r.kind() != '[' {
+		return r.value()
+	}
+	r.token()
+	start := r.offset() - 1
+	if !r.elements(func() { p.typedTextBlock() }) {
+		return nil
+	}
+	return r.src[start:r.offset()]
+}
+
+// resultContent reads a tool_result's content as toolResultContent returned it, a string or a
+// list of blocks of which text blocks count their text bytes and the others their raw JSON
+// bytes, and returns its size, its first text (raw) and the agent id its texts carry. It is
+// called once the body has been read, when the parser's decoder is free.
+func (p *bodyParser) resultContent(content []byte) (size int, first []byte, agentID string) {
+	add := func(raw []byte) {
+		size += len(decoded(raw, &p.buf))
+		if first == nil {
+			first = raw
 		}
-		if rc.agentID == "" {
-			rc.agentID = findAgentID(raw)
+		if agentID == "" {
+			agentID = findAgentID(raw)
 		}
 	}
-	if r.peek() == '"' {
-		raw, n, _ := r.strN()
-		addText(raw, n)
-		return
+	r := &p.r
+	r.reset(content)
+	switch r.kind() {
+	case '"':
+		add(r.value())
+	case '[':
+		r.token()
+		r.elements(func() {
+			if r.kind() != '{' {
+				size += len(r.value())
+				return
+			}
+			r.token()
+			start := r.offset() - 1
+			var typ, text []byte
+			r.members(func(name []byte) {
+				switch string(name) {
+				case "type":
+					typ = r.textBytes()
+				case "text":
+					text = r.str()
+				default:
+					r.skip()
+				}
+			})
+			if string(typ) == "text" && text != nil {
+				add(text)
+				return
+			}
+			size += r.offset() - start
+		})
 	}
-	r.array(func() {
-		start := r.i
-		typ, text, textLen, hasText := p.typedTextBlock()
-		if string(typ) == "text" && hasText {
-			addText(text, textLen)
-			return
-		}
-		rc.bytes += len(bytes.TrimSpace(r.b[start:r.i]))
-	})
+	return size, first, agentID
 }
 
 // findAgentID returns the id after "agentId:" in a raw tool result text, or "".
@@ -611,8 +657,8 @@ func isIDByte(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_'
 }
 
-// textBlock records a text block of a message: the first one that is not a system reminder is
-// the message's human text.
+// textBlock records a raw text block of a message: the first one that is not a system reminder
+// is the message's human text. The markers it looks for have nothing JSON escapes.
 func (p *bodyParser) textBlock(raw []byte, text *messageText) {
 	if text.human == nil && isHumanText(raw) {
 		text.human = raw
@@ -632,61 +678,44 @@ func (p *bodyParser) textBlock(raw []byte, text *messageText) {
 	}
 }
 
+// humanTextWindow is how much of a text isHumanText decodes first: enough for the white space
+// that may come before a system reminder's tag, and the tag.
+const humanTextWindow = 96
+
 // isHumanText reports whether a raw text block holds human text: not blank, and not a
-// <system-reminder> once leading space is trimmed.
+// <system-reminder> once leading white space is trimmed. Only its start is decoded, unless the
+// white space runs on.
 func isHumanText(raw []byte) bool {
-	i := 0
-	for i < len(raw) {
-		c := raw[i]
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			i++
-			continue
-		}
-		if c == '\\' && i+1 < len(raw) && (raw[i+1] == 'n' || raw[i+1] == 't' || raw[i+1] == 'r') {
-			i += 2
-			continue
-		}
-		break
+	var buf [4 * humanTextWindow]byte
+	window := raw[:min(len(raw), humanTextWindow)]
+	head, _ := jsontext.AppendUnquote(buf[:0], window) // a cut string decodes to its start
+	rest := bytes.TrimLeft(head, " \t\r\n")
+	if len(rest) < len(systemReminderTag) && len(window) < len(raw) {
+		head, _ = jsontext.AppendUnquote(nil, raw)
+		rest = bytes.TrimLeft(head, " \t\r\n")
 	}
-	if i == len(raw) {
-		return false
-	}
-	if rest := raw[i:]; len(rest) >= len(systemReminderTag) &&
-		bytes.IndexByte(rest[:len(systemReminderTag)], '\\') < 0 {
-		// Nothing escaped in the first bytes: compare them as they are, without decoding.
-		return !bytes.HasPrefix(rest, []byte(systemReminderTag))
-	}
-	head := unquotePrefix(raw[i:], len(systemReminderTag)+utf8.UTFMax)
-	return !strings.HasPrefix(strings.TrimLeft(head, " \t\r\n"), systemReminderTag)
+	return len(rest) > 0 && !bytes.HasPrefix(rest, []byte(systemReminderTag))
 }
 
 // finish decodes the texts that are kept, now that the first and last messages are known, and
-// drops the tool results and ids of the messages before the last assistant message (see
-// Message.ToolResults).
+// makes the tool results and tool_use ids of the messages from the last assistant message on
+// (see Message.ToolResults).
 func (p *bodyParser) finish() {
 	msgs := p.out.Messages
-	la := lastAssistant(msgs)
-	for i := p.fromPast; i < la; i++ {
-		// Messages shared with a BodyCache entry are copies: this leaves the entry's alone.
-		// Those decoded from this body never had any (see materialize).
-		msgs[i].ToolResults, msgs[i].ToolUseIDs = nil, nil
+	last := lastSpoken(msgs)
+	for i := max(lastAssistant(msgs), 0); i < len(msgs); i++ {
+		p.materialize(&msgs[i], &p.msgs[i], i == last)
 	}
-	for i := max(la, 0); i < len(msgs); i++ {
-		p.materialize(&msgs[i], &p.msgs[i])
-	}
-	firstUser, lastUser, last := -1, -1, -1
+	firstUser, lastUser := -1, -1
 	for i, m := range msgs {
-		switch m.Role {
-		case RoleUser:
-			if firstUser < 0 {
-				firstUser = i
-			}
-			lastUser = i
-			last = i
-		case RoleAssistant:
-			last = i
+		if m.Role != RoleUser {
+			continue
 		}
-		if p.msgs[i].compact && m.Role == RoleUser {
+		if firstUser < 0 {
+			firstUser = i
+		}
+		lastUser = i
+		if p.msgs[i].compact {
 			p.out.CompactCommand = true
 		}
 	}
@@ -718,18 +747,8 @@ func (p *bodyParser) finish() {
 		if raw := p.msgs[last].human; raw != nil && msgs[last].Text == "" {
 			msgs[last].Text = unquotePrefix(raw, HumanTextLimit)
 		}
-		results := msgs[last].ToolResults
-		if last < p.shared && len(results) > 0 {
-			// Shared with a BodyCache entry, which keeps them as decoded, without previews.
-			results = slices.Clone(results)
-			msgs[last].ToolResults = results
-		}
-		for i, raw := range p.results[p.msgs[last].resultsFrom:p.msgs[last].resultsTo] {
-			if raw != nil && i < len(results) {
-				results[i].Preview = unquotePrefix(raw, PreviewLimit)
-			}
-		}
 	}
+	p.out.MetadataSessionID = p.metadataSessionID(p.out.UserID)
 }
 
 // lastAssistant returns the index of the last assistant message, -1 when there is none.
@@ -742,15 +761,27 @@ func lastAssistant(msgs []Message) int {
 	return -1
 }
 
+// lastSpoken returns the index of the last user or assistant message, -1 when there is none.
+func lastSpoken(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if r := msgs[i].Role; r == RoleUser || r == RoleAssistant {
+			return i
+		}
+	}
+	return -1
+}
+
 // metadataSessionID finds the session id in metadata.user_id: a JSON object string
 // {"device_id":…,"account_uuid":…,"session_id":…} in current Claude Code, or
-// user_<hash>_account_<uuid>_session_<uuid> in older versions.
-func metadataSessionID(userID string) string {
+// user_<hash>_account_<uuid>_session_<uuid> in older versions. It is called once the body has
+// been read, when the parser's decoder is free.
+func (p *bodyParser) metadataSessionID(userID string) string {
 	if strings.HasPrefix(strings.TrimSpace(userID), "{") {
-		r := jsonReader{b: []byte(userID)}
+		r := &p.r
+		r.reset([]byte(userID))
 		var id string
-		r.object(func(key []byte) {
-			if string(key) == "session_id" {
+		r.object(func(name []byte) {
+			if string(name) == "session_id" {
 				id = r.text()
 				return
 			}

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"container/list"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -23,6 +22,14 @@ const quickCheckLen = 4 << 10
 // about 10 MB: some 200 conversations of 1 MB (1,100 messages each).
 const DefaultBodyCacheMessages = 256 << 10
 
+// maxResumeInput bounds the buffer a BodyCache keeps for what it decodes of a resumed body.
+const maxResumeInput = 1 << 20
+
+// resumePrefix stands, in what the decoder reads of a resumed body, for the body up to the
+// message it resumes at: an object whose first member is an array, of which that message is
+// the first element. The decoder then reads the rest of the body as the rest of that object.
+const resumePrefix = `{"":[`
+
 // BodyCache decodes request bodies exactly as ParseBody does, faster when a body repeats the
 // start of an earlier one.
 //
@@ -30,14 +37,13 @@ const DefaultBodyCacheMessages = 256 << 10
 // messages, and the cache_control marker moving to the newest message. So the next body of a
 // conversation usually begins with the same bytes as the last one, up to one of its last
 // messages. For each conversation (its key) BodyCache remembers where the last messages of the
-// latest body began, a hash of the bytes before each of those points, and what the decoder had
-// decoded at each of them: decoded messages and offsets, never the raw bytes. Of the messages
-// before those last ones it keeps only what ParseBody leaves of them (their roles and block
-// counts, not the tool results of calls answered long ago: see Message.ToolResults), about 40
-// bytes each. A new body whose start hashes the same is decoded from that point on; hashing
-// runs at memory speed, decoding does not. When the members after the messages array (Claude
-// Code's system prompt and tool schemas, tens of KB) hash the same as the last body's too, what
-// they decoded to is reused. Anything else is decoded whole.
+// latest body began, a hash of the bytes before each of those points, and what ParseBody keeps
+// of the messages before them (their roles, block counts and a few flags, not the tool results
+// of calls answered long ago: see Message.ToolResults), about 40 bytes each, never the raw
+// bytes. A new body whose start hashes the same is decoded from that point on; hashing runs at
+// memory speed, decoding does not. When the members after the messages array (Claude Code's
+// system prompt and tool schemas, tens of KB) hash the same as the last body's too, what they
+// decoded to is reused. Anything else is decoded whole.
 //
 // Memory is bounded by the number of decoded messages kept over all conversations; the least
 // recently used are dropped first. A BodyCache is not safe for concurrent use.
@@ -55,6 +61,9 @@ type BodyCache struct {
 
 	// scratch is reused from one Parse to the next; its messages array is not (spare is).
 	scratch scratch
+	// in holds what the decoder reads of a resumed body, digests the hash states find leaves.
+	in      []byte
+	digests [checkpointRing]xxh3.Hasher
 }
 
 // bodyEntry is what a BodyCache remembers of the latest body of one conversation.
@@ -69,21 +78,11 @@ type bodyEntry struct {
 	quickLen int
 	quick    uint64
 	checks   []checkpoint // by offset, ascending
-	// past, window, firstUser and firstHuman are the decoder's state at the last checkpoint;
-	// the state at an earlier one is a prefix of it. past has every message before the last
-	// checkpoint, compactly; window has those from the first checkpoint on (checks[0].k) in
-	// full, as decoded, before ParseBody's finishing touches (the texts and previews it keeps
-	// of the first and last messages), with their texts, and windowResults the raw first texts
-	// of their tool results (from index checks[0].results of the parser's results). A body
-	// whose last assistant message comes before the window is only resumed when the messages
-	// between have no tool results or tool calls (see restorable). firstUser is the index of
-	// the first user message, -1 when past has none, and firstHuman its raw first human text.
-	past          []pastMessage
-	window        []Message
-	windowTexts   []textSpans
-	windowResults []span
-	firstUser     int
-	firstHuman    span
+	// past has every message before the last checkpoint, compactly; firstUser is the index of
+	// the first user message among them (-1: none), firstHuman its raw first human text.
+	past       []pastMessage
+	firstUser  int
+	firstHuman span
 	// tail is the request's fields as the members after the messages array left them (Messages
 	// nil, before ParseBody's finishing touches), tailLen and tailHash those members' bytes (to
 	// the body's end), tailCB the cache breakpoints they count. Claude Code sends its system
@@ -103,7 +102,7 @@ type checkpoint struct {
 
 // pastMessage is what a BodyCache keeps of a message before the last ones of a body: what
 // finish leaves of it when it comes before the last assistant message, and the flags of its
-// text. 36 bytes, against the 120 of a Message and the 72 of its text.
+// text. 36 bytes, against the 120 of a Message and the 64 of its text.
 type pastMessage struct {
 	blocks BlockCounts
 	role   uint8 // index in pastRoles
@@ -142,8 +141,13 @@ func toPast(m *Message, t *messageText) pastMessage {
 	return pm
 }
 
-// text returns its text's flags, without raw text. (The message itself is what resume makes of
-// its role, blocks and pastHumanText: no tool results, tool_use ids or text.)
+// message returns the message as finish leaves it when it comes before the last assistant
+// message and is neither the first user message nor the last one spoken.
+func (pm pastMessage) message() Message {
+	return Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0}
+}
+
+// text returns its text's flags, without raw text.
 func (pm pastMessage) text() messageText {
 	return messageText{
 		planMode:         pm.flags&pastPlanMode != 0,
@@ -153,17 +157,20 @@ func (pm pastMessage) text() messageText {
 	}
 }
 
-// span is a raw string of the body, by offsets; ok false stands for a nil slice.
-type span struct {
-	from, to int
-	ok       bool
+// hasTools reports whether the message has what finish would make ToolResults or ToolUseIDs
+// of, were it after the last assistant message.
+func (pm pastMessage) hasTools() bool {
+	switch pastRoles[pm.role] {
+	case RoleUser:
+		return pm.blocks.Get(BlockToolResult) > 0
+	case RoleAssistant:
+		return pm.blocks.Get(BlockToolUse) > 0
+	}
+	return false
 }
 
-// textSpans is a messageText by offsets.
-type textSpans struct {
-	human span
-	messageText
-}
+// span is a raw string of the body, by offsets; the zero value stands for none.
+type span struct{ from, to int }
 
 // NewBodyCache returns a cache keeping at most maxMessages decoded messages (at least one
 // conversation's worth is always kept); maxMessages <= 0 means DefaultBodyCacheMessages.
@@ -205,52 +212,60 @@ func (c *BodyCache) Parse(key string, body []byte, contentEncoding string) (*Bod
 	if err != nil {
 		return nil, fmt.Errorf("decoding request body: %w", err)
 	}
+	if elem, matched := c.find(key, b); elem != nil {
+		p := c.parser(b)
+		check, ok := p.resume(elem.Value.(*bodyEntry), matched, &c.digests, &c.in)
+		// The cache keeps nothing of a body's bytes.
+		clear(c.in)
+		if cap(c.in) > maxResumeInput {
+			c.in = nil
+		}
+		if ok {
+			c.hits++
+			return c.done(&p, key, elem, check), nil
+		}
+		// Decoded whole below, for ParseBody's error if it is not a body.
+		c.release(&p)
+	}
+	c.misses++
+	p := c.parser(b)
+	if err := p.walk(); err != nil {
+		c.release(&p)
+		return nil, err
+	}
+	return c.done(&p, key, nil, checkpoint{}), nil
+}
+
+// parser returns a parser of b, for a BodyCache to remember.
+func (c *BodyCache) parser(b []byte) bodyParser {
 	p := c.scratch.parser(b)
 	p.track = true
 	if c.reuse {
 		p.out.Messages = c.spare[:0]
 	}
-	defer func() {
-		// Keep the scratch, without references into this body.
-		c.scratch.keep(&p, nil)
-		if c.reuse {
-			// The array this Body's messages are in (or the one a failed decode left) is the
-			// next one's.
-			if m := p.out.Messages; m != nil && cap(m) <= maxScratchMessages {
-				c.spare = m[:0]
-			}
-		}
-	}()
-	elem, check, digest := c.find(key, b)
-	var ok bool
-	if elem != nil {
-		c.hits++
-		e := elem.Value.(*bodyEntry)
-		p.resume(e, check, digest)
-		ok = p.resumeParse(e) && e.restorable(lastAssistant(p.out.Messages))
-	} else {
-		c.misses++
-		ok = p.parse()
-	}
-	if !ok || p.r.end() != nil {
-		if elem != nil {
-			// Decode it whole, for the same error as ParseBody's (or the fields the entry
-			// did not keep).
-			c.hits--
-			c.misses++
-			return ParseBody(body, contentEncoding)
-		}
-		if p.r.err == nil {
-			return nil, errors.New("decoding request body: not a JSON object")
-		}
-		return nil, fmt.Errorf("decoding request body: %w", p.r.err)
-	}
-	c.store(key, &p, elem, check)
+	return p
+}
+
+// done remembers the body p decoded (resumed from elem, at check, if elem is not nil) and
+// returns it finished.
+func (c *BodyCache) done(p *bodyParser, key string, elem *list.Element, check checkpoint) *Body {
+	c.store(key, p, elem, check)
 	p.finish()
 	if len(p.out.Messages) == 0 {
 		p.out.Messages = nil // as ParseBody leaves a body without messages, not the spare array
 	}
-	return p.out, nil
+	out := p.out
+	c.release(p)
+	return out
+}
+
+// release takes back the scratch p worked in and, with ReuseMessages, the array its messages
+// are in: the next Body's.
+func (c *BodyCache) release(p *bodyParser) {
+	c.scratch.keep(p, nil)
+	if m := p.out.Messages; c.reuse && m != nil && cap(m) <= maxScratchMessages {
+		c.spare = m[:0]
+	}
 }
 
 // DecodeRequest decodes the body of a Messages API or count_tokens request into req.Body, keyed
@@ -269,19 +284,20 @@ func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
 	return nil
 }
 
-// find looks for a remembered body of key that b begins like, and returns its list element, the
-// furthest checkpoint at which b is known to be the same, and the hash state of b's messages
-// array up to it. elem is nil when there is none.
-func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkpoint, digest xxh3.Hasher) {
+// find looks for a remembered body of key that b begins like, and returns its list element and
+// how many of its checkpoints b is known to match, leaving in c.digests the hash state of b's
+// messages array up to each of them. elem is nil when there is none.
+func (c *BodyCache) find(key string, b []byte) (elem *list.Element, matched int) {
 	for _, el := range c.byKey[key] {
 		e := el.Value.(*bodyEntry)
 		ms := e.messagesStart
-		if len(b) <= e.checks[0].off || xxh3.Hash(b[ms:ms+e.quickLen]) != e.quick || xxh3.Hash(b[:ms]) != e.headHash {
+		if len(b) <= e.checks[0].off ||
+			xxh3.Hash(b[ms:ms+e.quickLen]) != e.quick || xxh3.Hash(b[:ms]) != e.headHash {
 			continue
 		}
-		d := xxh3.New()
-		pos, found := ms, false
-		for _, ck := range e.checks {
+		var d xxh3.Hasher
+		pos := ms
+		for i, ck := range e.checks {
 			if ck.off >= len(b) {
 				break
 			}
@@ -290,122 +306,132 @@ func (c *BodyCache) find(key string, b []byte) (elem *list.Element, check checkp
 			if d.Sum64() != ck.hash {
 				break
 			}
-			elem, check, digest, found = el, ck, *d, true
+			c.digests[i], matched = d, i+1
 		}
-		if found {
-			return elem, check, digest
+		if matched > 0 {
+			return el, matched
 		}
 	}
-	return nil, checkpoint{}, digest
+	return nil, 0
 }
 
-// restorable reports whether the messages a resumed body takes from e.past (those before the
-// window) are what ParseBody decodes them to, given the index of the body's last assistant
-// message (-1: none). past keeps no tool results and no tool_use ids, which ParseBody keeps
-// from that message on: only messages that have none can come from it.
-func (e *bodyEntry) restorable(lastAssistant int) bool {
-	from := e.checks[0].k
-	for _, pm := range e.past[min(max(lastAssistant, 0), from):from] {
-		switch pastRoles[pm.role] {
-		case RoleUser:
-			if pm.blocks.Get(BlockToolResult) > 0 {
-				return false
-			}
-		case RoleAssistant:
-			if pm.blocks.Get(BlockToolUse) > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// resume sets the parser to the state it would have at check after decoding b from its start.
-func (p *bodyParser) resume(e *bodyEntry, check checkpoint, digest xxh3.Hasher) {
-	b := p.r.b
-	rebase := func(s span) []byte {
-		if !s.ok {
-			return nil
-		}
-		// Not capped: store finds a raw string's offset from its capacity (see spanOf).
-		return b[s.from:s.to]
-	}
+// resume decodes b as if from its start, restoring from e what its bytes up to one of the first
+// matched checkpoints of e decode to and decoding the rest, and returns that checkpoint: the
+// last one, unless finish needs whole some message before it (see needFrom), which is then
+// decoded again from an earlier one. It returns false when b cannot be decoded so (it may not
+// be JSON, or need messages before every checkpoint). digests are b's hash states at the
+// checkpoints, in is the buffer the decoder reads from.
+func (p *bodyParser) resume(e *bodyEntry, matched int, digests *[checkpointRing]xxh3.Hasher, in *[]byte) (checkpoint, bool) {
+	k := e.checks[matched-1].k
 	msgs := p.out.Messages // ReuseMessages' spare array, or nil
-	*p.out = e.head
-	p.out.Tools.Names = slices.Clone(e.head.Tools.Names)
-	if need := check.k + checkpointRing; cap(msgs) < need {
+	if want := k + checkpointRing; cap(msgs) < want {
 		// Room for the conversation to grow by a few requests before the spare array must.
-		msgs = make([]Message, 0, need+need/4+16)
+		msgs = make([]Message, 0, want+want/4+16)
 	}
-	from := e.checks[0]
 	// Written in place, not appended one by one: this is most of a resumed body's cost.
-	msgs = slices.Grow(msgs[:0], from.k)[:from.k]
-	p.msgs = slices.Grow(p.msgs[:0], from.k)[:from.k]
-	clear(p.msgs)
-	for i, pm := range e.past[:from.k] {
-		msgs[i] = Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0}
-		if pm.flags&^pastHumanText != 0 {
-			p.msgs[i] = pm.text()
+	msgs = msgs[:k]
+	p.msgs = slices.Grow(p.msgs[:0], k)[:k]
+	restorePast(msgs, p.msgs, e.past)
+	p.out.Messages = msgs
+	if u, h := e.firstUser, e.firstHuman; u >= 0 && u < k && h != (span{}) {
+		p.msgs[u].human = p.b[h.from:h.to]
+	}
+	for i := matched - 1; i >= 0; {
+		check := e.checks[i]
+		if !p.resumeAt(e, i, digests[i], in) {
+			return check, false
+		}
+		need := p.needFrom(e)
+		if need >= check.k {
+			return check, true
+		}
+		// The messages restored before an earlier checkpoint are still this body's.
+		for i >= 0 && e.checks[i].k > need {
+			i--
 		}
 	}
-	p.fromPast = from.k
-	p.out.Messages = append(msgs, e.window[:check.k-from.k]...)
+	return checkpoint{}, false
+}
+
+// resumeAt decodes b from e's i-th checkpoint on, the messages before it being restored, given
+// digest, b's hash state there; the members after the messages array are not decoded again when
+// they are e's. It returns false when b cannot be decoded so.
+func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byte) bool {
+	check := e.checks[i]
+	b := p.b
+	msgs := p.out.Messages[:check.k]
+	*p.out = e.head
+	p.out.Tools.Names = nil // messages name no tools: set with the members after them
+	p.out.Messages = msgs
 	p.out.CacheBreakpoints = check.cb
-	for _, t := range e.windowTexts[:check.k-from.k] {
-		mt := t.messageText
-		mt.human = rebase(t.human)
-		p.msgs = append(p.msgs, mt)
-	}
-	if u := e.firstUser; u >= 0 && u < from.k {
-		p.msgs[u].human = rebase(e.firstHuman)
-	}
-	// The results before the window's are only ever read for the last message's previews.
-	p.results = slices.Grow(p.results[:0], check.results)[:from.results]
-	clear(p.results)
-	for _, s := range e.windowResults[:check.results-from.results] {
-		p.results = append(p.results, rebase(s))
-	}
+	p.msgs = p.msgs[:check.k]
+	p.uses, p.pending = p.uses[:0], p.pending[:0]
+	p.restored = check.k
 	p.head = e.head
 	p.messagesSeen = 1
 	p.messagesStart = e.messagesStart
-	p.shared = check.k
 	p.startsFrom = check.k
-	for _, ck := range e.checks {
-		if ck.k < check.k {
-			p.starts[ck.k%checkpointRing] = ck.msgStart
-			p.startsFrom = min(p.startsFrom, ck.k)
-		}
+	for _, ck := range e.checks[:i] {
+		p.starts[ck.k%checkpointRing] = ck.msgStart
+		p.startsFrom = min(p.startsFrom, ck.k)
 	}
+	p.known = e.checks[:i+1]
 	p.hist, p.histPos = digest, check.off
-	for i, ck := range e.checks {
-		if ck.k == check.k {
-			p.known = e.checks[:i+1]
-		}
-	}
-	p.r.i = check.off
-	p.r.depth = 2 // in the request object, in its messages array
-}
+	p.tailReused = false
 
-// resumeParse decodes the rest of the body after resume: the remaining messages, then the
-// remaining members of the request object, unless their bytes are e's (then so is what they
-// decode to).
-func (p *bodyParser) resumeParse(e *bodyEntry) bool {
-	if !p.r.elements(p.message) {
+	*in = append(append((*in)[:0], resumePrefix...), b[check.off:]...)
+	r := &p.r
+	r.start(b, *in, check.off-len(resumePrefix))
+	r.token() // {
+	r.token() // ""
+	r.token() // [
+	if r.kind() == ']' {
+		return false // "[a, ]" is not JSON: the comma before the checkpoint wants a value
+	}
+	p.elements()
+	if r.err != nil {
 		return false
 	}
-	p.messagesEnd(true)
-	b := p.r.b
-	if rest := b[p.r.i:]; len(rest) != e.tailLen || xxh3.Hash(rest) != e.tailHash {
-		return p.r.objectRest(p.member)
+	if rest := b[p.tailStart:]; len(rest) == e.tailLen && xxh3.Hash(rest) == e.tailHash {
+		msgs, cb, history := p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash
+		*p.out = e.tail
+		p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash = msgs, cb+e.tailCB, history
+		p.out.Tools.Names = slices.Clone(e.tail.Tools.Names)
+		p.tailReused = true
+		return true
 	}
-	msgs, cb, history := p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash
-	*p.out = e.tail
-	p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash = msgs, cb+e.tailCB, history
-	p.out.Tools.Names = slices.Clone(e.tail.Tools.Names)
-	// The request object's closing brace and what follows it were among those bytes.
-	p.r.i = len(b)
-	p.r.depth--
-	return true
+	p.out.Tools.Names = slices.Clone(e.head.Tools.Names)
+	return r.members(p.member) && r.end() == nil
+}
+
+// restorePast writes in msgs and texts the messages past keeps, as many as msgs has room for.
+func restorePast(msgs []Message, texts []messageText, past []pastMessage) {
+	clear(texts)
+	for i := range msgs {
+		pm := past[i]
+		msgs[i] = pm.message()
+		if pm.flags&^pastHumanText != 0 {
+			texts[i] = pm.text()
+		}
+	}
+}
+
+// needFrom returns the first message restored from e that finish needs whole, p.restored when
+// there is none: e keeps neither texts nor tool results, which finish reads of the last message
+// spoken, and of the messages from the last assistant message on that have tool calls or
+// results.
+func (p *bodyParser) needFrom(e *bodyEntry) int {
+	msgs := p.out.Messages
+	need := p.restored
+	if last := lastSpoken(msgs); last >= 0 {
+		need = min(need, last)
+	}
+	for i := max(lastAssistant(msgs), 0); i < need; i++ {
+		if e.past[i].hasTools() {
+			return i
+		}
+	}
+	return need
 }
 
 // store remembers the body p decoded (before p.finish) under key, in place of the entry it was
@@ -415,79 +441,53 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	if p.messagesSeen != 1 || n < 2 || len(p.checks) == 0 {
 		return
 	}
-	b := p.r.b
-	checks := slices.Clone(p.checks)
-	first, last := checks[0], checks[len(checks)-1]
-
+	b := p.b
 	var e *bodyEntry
 	keep := 0 // messages of e.past still valid
 	if from != nil {
 		// The old entry's state up to its checkpoint is this body's too: extend it in place.
+		// Its head is this body's (the same bytes), and so is its tail when it was reused.
 		e = from.Value.(*bodyEntry)
 		keep = fromCheck.k
 		c.messages -= len(e.past)
 	} else {
 		e = &bodyEntry{key: key}
 	}
+	e.checks = append(e.checks[:0], p.checks...)
+	last := e.checks[len(e.checks)-1]
 	e.past = e.past[:keep]
 	for i := keep; i < last.k; i++ {
 		e.past = append(e.past, toPast(&p.out.Messages[i], &p.msgs[i]))
 	}
-	spanOf := func(raw []byte) span {
-		if raw == nil {
-			return span{}
-		}
-		from := cap(b) - cap(raw)
-		return span{from: from, to: from + len(raw), ok: true}
-	}
-	// The window's messages and texts were all decoded from this body or restored in full from
-	// the old entry's window: a resumed body's first checkpoint is not before the old one's. The
-	// window keeps them in full, tool results and tool_use ids made now.
-	for i := first.k; i < last.k; i++ {
-		p.materialize(&p.out.Messages[i], &p.msgs[i])
-	}
-	e.window = append(e.window[:0], p.out.Messages[first.k:last.k]...)
-	e.windowTexts = e.windowTexts[:0]
-	for _, t := range p.msgs[first.k:last.k] {
-		e.windowTexts = append(e.windowTexts, textSpans{human: spanOf(t.human), messageText: t})
-		e.windowTexts[len(e.windowTexts)-1].messageText.human = nil
-	}
-	e.windowResults = e.windowResults[:0]
-	for _, raw := range p.results[first.results:last.results] {
-		e.windowResults = append(e.windowResults, spanOf(raw))
-	}
 	e.firstUser, e.firstHuman = -1, span{}
 	for i, m := range p.out.Messages[:last.k] {
 		if m.Role == RoleUser {
-			e.firstUser, e.firstHuman = i, spanOf(p.msgs[i].human)
-			break
-		}
-	}
-	// finish writes the previews of the last user or assistant message into its tool results:
-	// when that message is in the window, keep its own copy of them.
-	for i := n - 1; i >= 0; i-- {
-		if r := p.out.Messages[i].Role; r == RoleUser || r == RoleAssistant {
-			if i >= first.k && i < last.k {
-				w := &e.window[i-first.k]
-				w.ToolResults = slices.Clone(w.ToolResults)
+			e.firstUser = i
+			if raw := p.msgs[i].human; raw != nil {
+				// A slice of b (restored ones too), not capped: its capacity tells where.
+				from := cap(b) - cap(raw)
+				e.firstHuman = span{from: from, to: from + len(raw)}
 			}
 			break
 		}
 	}
-	e.head = p.head
-	e.head.Messages = nil
-	e.head.Tools.Names = slices.Clone(p.head.Tools.Names)
-	e.messagesStart = p.messagesStart
-	e.headHash = xxh3.Hash(b[:p.messagesStart])
-	e.checks = checks
-	e.quickLen = min(quickCheckLen, checks[0].off-p.messagesStart)
+	e.quickLen = min(quickCheckLen, e.checks[0].off-p.messagesStart)
 	e.quick = xxh3.Hash(b[p.messagesStart : p.messagesStart+e.quickLen])
-	e.tail = *p.out
-	e.tail.Messages = nil
-	e.tail.Tools.Names = slices.Clone(p.out.Tools.Names)
-	e.tailLen = len(b) - p.tailStart
-	e.tailHash = xxh3.Hash(b[p.tailStart:])
-	e.tailCB = p.out.CacheBreakpoints - p.tailCB
+	if from == nil {
+		e.head = p.head
+		e.head.Messages = nil
+		e.head.Tools.Names = slices.Clone(p.head.Tools.Names)
+		e.messagesStart = p.messagesStart
+		e.headHash = xxh3.Hash(b[:p.messagesStart])
+	}
+	if !p.tailReused {
+		e.tail = *p.out
+		e.tail.Messages = nil
+		e.tail.Tools.Names = slices.Clone(p.out.Tools.Names)
+		e.tailLen = len(b) - p.tailStart
+		e.tailHash = xxh3.Hash(b[p.tailStart:])
+		e.tailCB = p.out.CacheBreakpoints - p.tailCB
+	}
 	c.messages += len(e.past)
 
 	if from != nil {

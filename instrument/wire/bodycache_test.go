@@ -261,6 +261,52 @@ func TestBodyCacheConversation(t *testing.T) {
 	}
 }
 
+// TestBodyCacheResumedInvalid decodes bodies that repeat a remembered one up to one of its
+// checkpoints and are not JSON after it: a resumed decode reads the body from that point on
+// behind a prefix of its own, and must reject what ParseBody rejects, with ParseBody's error.
+func TestBodyCacheResumedInvalid(t *testing.T) {
+	for _, roles := range [][2]string{{"user", "assistant"}, {"system", "system"}} {
+		cv := &conversation{}
+		for i := range 4 {
+			cv.add(roles[0], text(fmt.Sprint("prompt ", i)))
+			cv.add(roles[1], text(fmt.Sprint("answer ", i)))
+		}
+		bodyCacheResumedInvalid(t, cv.body(t))
+	}
+}
+
+// bodyCacheResumedInvalid is TestBodyCacheResumedInvalid on one body.
+func bodyCacheResumedInvalid(t *testing.T, good []byte) {
+	last := bytes.LastIndex(good, []byte(`{"content"`))
+	for _, body := range []string{
+		string(good[:last]) + `]}`,                 // "[…, ]"
+		string(good[:last]) + `}`,                  // the array never closes
+		string(good[:last]) + `{"role":"user"}]`,   // nor the object
+		string(good[:last]) + `{"role":"user"}]}}`, // one brace too many
+		string(good[:last]) + `{"role":"user"}],}`, // a comma before the brace
+		string(good[:last]) + `{"role":"user"}]} x`,
+		string(good[:last]) + `{"role":"user"}], "stream": tru}`,
+	} {
+		c := NewBodyCache(0)
+		parseBoth(t, c, "k", good, "")
+		if parseBoth(t, c, "k", []byte(body), ""); json.Valid([]byte(body)) {
+			t.Errorf("%q is JSON", body[last:])
+		}
+	}
+}
+
+// TestParseBodyEscapedNames checks that member names are compared decoded, as encoding/json
+// compares them.
+func TestParseBodyEscapedNames(t *testing.T) {
+	b, err := ParseBody([]byte(`{"mod\u0065l":"m","m\u0065ssages":[{"r\u006fle":"user","content":[{"typ\u0065":"t\u0065xt","text":"hi"}]}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Model != "m" || len(b.Messages) != 1 || b.Messages[0].Role != RoleUser || b.Messages[0].Blocks.Get(BlockText) != 1 || b.FirstHumanText != "hi" {
+		t.Errorf("got %+v", b)
+	}
+}
+
 // TestBodyCacheShorterBody resumes bodies that end just after a checkpoint, so that the next
 // body's checkpoints come partly from the entry.
 func TestBodyCacheShorterBody(t *testing.T) {
@@ -406,24 +452,60 @@ func TestBodyCacheKeepsNoBody(t *testing.T) {
 	}
 }
 
-// FuzzBodyCache decodes a body, then another that shares a prefix of it, and checks the second
-// against ParseBody.
+// FuzzBodyCache decodes a sequence of bodies with BodyCaches, with ReuseMessages and without,
+// and checks each against ParseBody: the bodies in data, split at NUL bytes (which JSON text
+// never holds), then the first one cut at cut and ended with tail (sharing a prefix with it),
+// then the first one again. Bit i of keys puts the i-th body under another key.
 func FuzzBodyCache(f *testing.F) {
+	join := func(bodies ...[]byte) []byte { return bytes.Join(bodies, []byte{0}) }
+	grow := func(cv *conversation, steps int, each func(i int)) []byte {
+		var bodies [][]byte
+		for i := range steps {
+			id := fmt.Sprint("toolu_", i)
+			cv.add("assistant", text("reading"), toolUse(id, "Read"))
+			cv.add("user", toolResult(id, "package main\n\"q\" \\ é", i == 2))
+			if each != nil {
+				each(i)
+			}
+			bodies = append(bodies, cv.body(f))
+		}
+		return join(bodies...)
+	}
 	cv := &conversation{}
 	cv.add("user", text("hi"))
 	cv.add("assistant", text("hello"), toolUse("t1", "Read"))
 	cv.add("user", toolResult("t1", "x", false))
 	cv.add("assistant", text("done"))
 	seed := cv.body(f)
-	f.Add(seed, uint(len(seed)-60), []byte(`{"role":"user","content":"more"}],"stream":true}`))
-	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`))
-	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`))
-	f.Fuzz(func(t *testing.T, a []byte, cut uint, tail []byte) {
-		b := append(bytes.Clone(a[:int(cut%uint(len(a)+1))]), tail...)
+	f.Add(seed, uint(len(seed)-60), []byte(`{"role":"user","content":"more"}],"stream":true}`), uint8(0))
+	f.Add(readFixture(f, "request_tool_results.json"), uint(200), []byte(`]}`), uint8(0))
+	f.Add(seed, uint(len(seed)-1), []byte(`,"messages":[{"role":"user","content":"again"}]}`), uint8(0))
+	f.Add(grow(&conversation{}, 5, nil), uint(0), []byte(nil), uint8(0))
+	f.Add(grow(&conversation{systemFirst: true, lastCC: 2}, 5, nil), uint(300), []byte(`]}`), uint8(4))
+	tailChanges := &conversation{}
+	f.Add(grow(tailChanges, 6, func(i int) { tailChanges.maxTokens, tailChanges.moreTools = 1000*i, i%2 == 0 }), uint(0), []byte(nil), uint8(0))
+	queued := &conversation{}
+	f.Add(grow(queued, 4, func(i int) { queued.add("user", text(fmt.Sprint("queued ", i))) }), uint(0), []byte(nil), uint8(0))
+	system := &conversation{}
+	f.Add(grow(system, 4, func(i int) { system.add("system", text("Plan mode is active.")) }), uint(0), []byte(nil), uint8(2))
+	retries := &conversation{}
+	retries.add("user", text("hi"))
+	first := retries.body(f)
+	retries.add("assistant", text("hello"), toolUse("t1", "Read"))
+	second := retries.body(f)
+	f.Add(join(first, first, second, second, first), uint(0), []byte(nil), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint, tail []byte, keys uint8) {
+		bodies := bytes.Split(data, []byte{0})
+		first := bodies[0]
+		bodies = append(bodies, append(bytes.Clone(first[:int(cut%uint(len(first)+1))]), tail...), first)
 		for _, c := range []*BodyCache{newBodyCache(false), newBodyCache(true)} {
-			parseBoth(t, c, "k", a, "")
-			parseBoth(t, c, "k", b, "")
-			parseBoth(t, c, "k", a, "")
+			for i, b := range bodies {
+				key := "k"
+				if keys>>(i%8)&1 != 0 {
+					key = "other"
+				}
+				parseBoth(t, c, key, b, "")
+			}
 		}
 	})
 }

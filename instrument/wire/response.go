@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bounds that keep a StreamDecoder's memory fixed whatever the upstream sends.
@@ -49,8 +50,11 @@ type StreamDecoder struct {
 	skipped    int    // events or lines that could not be decoded
 	firstSkip  string // why the first of them was skipped
 
-	slow     bool // tests: decode every event with the general decoder (no blockDeltaShape)
 	buffered bool // tests: decode every event line by line through event and data (no eventInPlace)
+
+	// t decodes event data; buf decodes tool input deltas.
+	t   tokens
+	buf []byte
 }
 
 // openBlock is a content block between its content_block_start and content_block_stop.
@@ -70,6 +74,12 @@ func NewStreamDecoder() *StreamDecoder {
 // Write feeds the next chunk, received at now. It never fails; bad events are skipped and
 // remembered for Finish.
 func (d *StreamDecoder) Write(p []byte, now time.Time) {
+	d.write(p, now)
+	// Between chunks the decoder goes back to its pool, holding nothing of this one.
+	d.t.release()
+}
+
+func (d *StreamDecoder) write(p []byte, now time.Time) {
 	if d.skipLF && len(p) > 0 {
 		d.skipLF = false
 		if p[0] == '\n' {
@@ -126,10 +136,6 @@ func (d *StreamDecoder) betweenEvents() bool {
 // maxInPlaceName bounds the event name eventInPlace reads; the Messages API's are under 20 bytes.
 const maxInPlaceName = 64
 
-// blockDeltaEvent starts nearly every event of a stream: a content_block_delta, as the Messages
-// API sends it with \n line ends, up to the index in its data.
-const blockDeltaEvent = "event: content_block_delta\ndata: " + blockDeltaHead
-
 // eventInPlace decodes the event at the start of p, called between events, when it lies wholly
 // in p and has the shape the Messages API always sends: an optional event line, one data line
 // and the blank line (`event: NAME\ndata: JSON\n\n`, with any of the three line ends). It reads
@@ -138,17 +144,6 @@ const blockDeltaEvent = "event: content_block_delta\ndata: " + blockDeltaHead
 // event cut by the chunk's end, several data lines, comments, other fields), which Write then
 // takes line by line; both ways hand handleEvent the same name and data.
 func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
-	if !d.slow && bytes.HasPrefix(p, []byte(blockDeltaEvent)) {
-		// Nearly every event, recognised without looking for its lines' ends: its data line
-		// ends where its JSON does (which holds neither \n nor \r, so it reads the same on the
-		// line alone), and what handleEvent would do with it is handleBlockDelta.
-		if index, f, n, ok := blockDeltaShapeRest(p, len(blockDeltaEvent)); ok {
-			if end := d.eventEnd(p, n); end > 0 {
-				d.handleBlockDelta(index, f, now)
-				return end
-			}
-		}
-	}
 	var name []byte
 	i := 0
 	if bytes.HasPrefix(p, []byte("event:")) {
@@ -330,7 +325,7 @@ func (d *StreamDecoder) dispatch(now time.Time) {
 
 // sseEvent holds the members of one event's data object, as raw JSON.
 type sseEvent struct {
-	typ          []byte
+	typ          []byte // decoded
 	index        int
 	message      []byte
 	contentBlock []byte
@@ -344,101 +339,33 @@ type sseEvent struct {
 	hasBlockDelta bool
 }
 
-// blockDeltaFields are the members of a content_block_delta's delta that the decoder uses, raw.
+// blockDeltaFields are the members of a content_block_delta's delta that the decoder uses:
+// its type, and its text and partial_json raw.
 type blockDeltaFields struct {
 	typ, text, partial []byte
-	partialLen         int // decoded length of partial
 }
 
-// Nearly every event of a stream is a content_block_delta, and the Messages API always sends
-// them in one of two shapes, byte for byte; blockDeltaShape recognises them, so that most
-// events skip the general decoder.
-const (
-	blockDeltaHead      = `{"type":"content_block_delta","index":`
-	deltaTypeAt         = len(`,"delta":{"type":"`)
-	textDeltaMid        = `,"delta":{"type":"text_delta","text":`
-	inputJSONDeltaMid   = `,"delta":{"type":"input_json_delta","partial_json":`
-	maxShapeIndexDigits = 9 // an index jsonReader.integer reads the same
-)
-
-// blockDeltaShape returns the index and delta of a content_block_delta event's data that is
-// exactly
-//
-//	{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}
-//	{"type":"content_block_delta","index":N,"delta":{"type":"input_json_delta","partial_json":"…"}}
-//
-// (white space allowed only at its end), as handleEvent's general decoder would read them. ok is
-// false for anything else, which the general decoder then handles (and reports, if it is not
-// valid).
-func blockDeltaShape(data []byte) (index int, f blockDeltaFields, ok bool) {
-	if !bytes.HasPrefix(data, []byte(blockDeltaHead)) {
-		return 0, f, false
+// readBlockDelta reads a content_block_delta's delta object.
+func readBlockDelta(r *tokens) blockDeltaFields {
+	if r.kind() != '{' {
+		r.skip()
+		return blockDeltaFields{}
 	}
-	index, f, n, ok := blockDeltaShapeRest(data, len(blockDeltaHead))
-	if !ok {
-		return 0, blockDeltaFields{}, false
-	}
-	r := jsonReader{b: data, i: n, quiet: true}
-	if r.end() != nil {
-		return 0, blockDeltaFields{}, false
-	}
-	return index, f, true
+	r.token()
+	return blockDeltaMembers(r)
 }
 
-// blockDeltaShapeRest reads the rest of blockDeltaShape's object from p[i:], which follows its
-// blockDeltaHead, and also returns where the object ends, whatever follows it.
-func blockDeltaShapeRest(p []byte, i int) (index int, f blockDeltaFields, end int, ok bool) {
-	start := i
-	for i < len(p) && p[i] >= '0' && p[i] <= '9' {
-		index = index*10 + int(p[i]-'0')
-		i++
-	}
-	switch digits := i - start; {
-	case digits == 0 || digits > maxShapeIndexDigits:
-		return 0, f, 0, false
-	case digits > 1 && p[start] == '0': // not JSON
-		return 0, f, 0, false
-	}
-	rest := p[i:]
-	var member int
-	switch {
-	case bytes.HasPrefix(rest, []byte(textDeltaMid)):
-		member = len(textDeltaMid)
-		f.typ = rest[deltaTypeAt : deltaTypeAt+len("text_delta")]
-	case bytes.HasPrefix(rest, []byte(inputJSONDeltaMid)):
-		member = len(inputJSONDeltaMid)
-		f.typ = rest[deltaTypeAt : deltaTypeAt+len("input_json_delta")]
-	default:
-		return 0, f, 0, false
-	}
-	var r jsonReader // not a composite literal: the compiler would build it once and copy it
-	r.b, r.i, r.quiet = p, i+member, true
-	if r.i >= len(p) || p[r.i] != '"' {
-		return 0, blockDeltaFields{}, 0, false
-	}
-	s := r.rawString()
-	if r.err != nil || r.i+2 > len(p) || p[r.i] != '}' || p[r.i+1] != '}' {
-		return 0, blockDeltaFields{}, 0, false
-	}
-	if member == len(textDeltaMid) {
-		f.text = s
-	} else {
-		f.partial, f.partialLen = s, r.strLen
-	}
-	return index, f, r.i + 2, true
-}
-
-// readBlockDelta reads a content_block_delta's delta object from r.
-func readBlockDelta(r *jsonReader) blockDeltaFields {
+// blockDeltaMembers reads the members of a delta object whose opening brace was read.
+func blockDeltaMembers(r *tokens) blockDeltaFields {
 	var f blockDeltaFields
-	r.object(func(key []byte) {
-		switch string(key) {
+	r.members(func(name []byte) {
+		switch string(name) {
 		case "type":
-			f.typ, _ = r.str()
+			f.typ = r.textBytes()
 		case "text":
-			f.text, _ = r.str()
+			f.text = r.str()
 		case "partial_json":
-			f.partial, f.partialLen, _ = r.strN()
+			f.partial = r.str()
 		default:
 			r.skip()
 		}
@@ -446,19 +373,16 @@ func readBlockDelta(r *jsonReader) blockDeltaFields {
 	return f
 }
 
+// handleEvent decodes the data of one event, named name (empty without an event line), and
+// applies it.
 func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
-	if !d.slow {
-		if index, f, ok := blockDeltaShape(data); ok {
-			d.handleBlockDelta(index, f, now)
-			return nil
-		}
-	}
 	var ev sseEvent
-	r := jsonReader{b: data}
+	r := &d.t
+	r.reset(data)
 	r.object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			ev.typ, _ = r.str()
+			ev.typ = r.textBytes()
 		case "index":
 			ev.index = r.integer()
 		case "message":
@@ -466,13 +390,14 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 		case "content_block":
 			ev.contentBlock = r.value()
 		case "delta":
-			if string(name) != "content_block_delta" || r.peek() != '{' {
+			if string(name) != "content_block_delta" || r.kind() != '{' {
 				ev.delta = r.value()
 				break
 			}
-			start := r.i
-			ev.blockDelta, ev.hasBlockDelta = readBlockDelta(&r), true
-			ev.delta = r.b[start:r.i] // for an event whose type contradicts its name
+			r.token()
+			start := r.offset() - 1
+			ev.blockDelta, ev.hasBlockDelta = blockDeltaMembers(r), true
+			ev.delta = r.src[start:r.offset()] // for an event whose type contradicts its name
 		case "usage":
 			ev.usage = r.value()
 		case "error":
@@ -487,32 +412,34 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	if len(ev.typ) == 0 {
 		ev.typ = name
 	}
+	// The event is read: what follows decodes its members with the same decoder.
 	switch string(ev.typ) {
 	case "message_start":
-		d.msg.message(ev.message)
+		d.msg.message(r, ev.message)
 	case "content_block_start":
 		d.blockStart(ev.index, ev.contentBlock)
 	case "content_block_delta":
 		if !ev.hasBlockDelta {
-			sub := jsonReader{b: ev.delta}
-			ev.blockDelta = readBlockDelta(&sub)
+			r.reset(ev.delta)
+			ev.blockDelta = readBlockDelta(r)
 		}
 		d.handleBlockDelta(ev.index, ev.blockDelta, now)
 	case "content_block_stop":
 		d.blockStop(ev.index, now)
 	case "message_delta":
-		d.msg.delta(ev.delta)
-		d.msg.usage(ev.usage)
+		d.msg.delta(r, ev.delta)
+		r.reset(ev.usage)
+		d.msg.usage(r)
 	case "message_stop":
 		d.stopped = true
 	case "error":
-		d.errType, d.errMessage = decodeError(ev.err)
+		d.errType, d.errMessage = decodeError(r, ev.err)
 	}
 	return nil
 }
 
 func (d *StreamDecoder) blockStart(index int, raw []byte) {
-	blk := d.msg.block(raw)
+	blk := d.msg.block(&d.t, raw)
 	if len(d.open) >= maxOpenBlocks {
 		d.skip("too many open content blocks")
 		return
@@ -534,11 +461,6 @@ func (d *StreamDecoder) handleBlockDelta(index int, f blockDeltaFields, now time
 	if d.firstChunk.IsZero() {
 		d.firstChunk = now
 	}
-	d.blockDelta(index, f)
-}
-
-func (d *StreamDecoder) blockDelta(index int, f blockDeltaFields) {
-	partial, partialLen := f.partial, f.partialLen
 	switch string(f.typ) {
 	case "text_delta":
 		d.msg.appendText(f.text)
@@ -547,21 +469,20 @@ func (d *StreamDecoder) blockDelta(index int, f blockDeltaFields) {
 		if ob == nil || ob.tool < 0 {
 			return
 		}
-		tu := &d.msg.tools[ob.tool]
-		tu.InputBytes += partialLen
+		partial := decoded(f.partial, &d.buf)
+		d.msg.tools[ob.tool].InputBytes += len(partial)
 		keep := PreviewLimit + 8
 		if ob.agent {
 			keep = maxToolInput
 		}
-		switch room := keep - len(ob.input); {
-		case room <= 0:
+		room := max(keep-len(ob.input), 0)
+		if len(partial) > room {
+			partial = partial[:room]
 			ob.truncated = true
-		default:
-			before := len(ob.input)
-			ob.input = appendUnquoted(ob.input, partial, room)
-			if len(ob.input) > keep || len(ob.input)-before < partialLen {
-				ob.truncated = true
-			}
+		}
+		ob.input = append(ob.input, partial...)
+		if cap(d.buf) > maxScratchBuf {
+			d.buf = nil
 		}
 	}
 }
@@ -590,7 +511,7 @@ func (d *StreamDecoder) finishTool(ob *openBlock, end time.Time) {
 	}
 	tu.Input = truncate(string(input), PreviewLimit)
 	if ob.agent && !ob.truncated && !end.IsZero() {
-		tu.Agent = decodeAgentCall(input)
+		tu.Agent = decodeAgentCall(&d.t, input)
 	}
 }
 
@@ -603,6 +524,7 @@ func (d *StreamDecoder) Finish(resp *Response) {
 		}
 		delete(d.open, index)
 	}
+	d.t.release()
 	resp.Message = d.msg.result()
 	resp.FirstChunk = d.firstChunk
 	if d.errType != "" || d.errMessage != "" {
@@ -615,7 +537,8 @@ func (d *StreamDecoder) Finish(resp *Response) {
 	}
 }
 
-// messageBuilder assembles a MessageInfo from a JSON message or from stream events.
+// messageBuilder assembles a MessageInfo from a JSON message or from stream events. Its methods
+// decode with the tokens they are given, from a raw value that was read whole before.
 type messageBuilder struct {
 	// complete is true for a JSON message, whose tool inputs are final as given; a stream's
 	// arrive in later deltas.
@@ -624,6 +547,7 @@ type messageBuilder struct {
 	info     MessageInfo
 	tools    []ToolUse
 	text     []byte
+	blocks   [][]byte // a message's content blocks, read after it
 }
 
 func (b *messageBuilder) start() {
@@ -634,11 +558,11 @@ func (b *messageBuilder) start() {
 }
 
 // message reads a message object (message_start's, or a whole JSON response).
-func (b *messageBuilder) message(raw []byte) {
+func (b *messageBuilder) message(r *tokens, raw []byte) {
 	b.start()
-	r := jsonReader{b: raw}
-	r.object(func(key []byte) {
-		switch string(key) {
+	r.reset(raw)
+	r.object(func(name []byte) {
+		switch string(name) {
 		case "id":
 			b.info.ID = r.text()
 		case "model":
@@ -648,21 +572,26 @@ func (b *messageBuilder) message(raw []byte) {
 				b.info.StopReason = s
 			}
 		case "usage":
-			b.usage(r.value())
+			b.usage(r)
 		case "content":
-			r.array(func() { b.block(r.value()) })
+			r.array(func() { b.blocks = append(b.blocks, r.value()) })
 		default:
 			r.skip()
 		}
 	})
+	for _, blk := range b.blocks {
+		b.block(r, blk)
+	}
+	clear(b.blocks)
+	b.blocks = b.blocks[:0]
 }
 
 // delta reads message_delta's delta object.
-func (b *messageBuilder) delta(raw []byte) {
+func (b *messageBuilder) delta(r *tokens, raw []byte) {
 	b.start()
-	r := jsonReader{b: raw}
-	r.object(func(key []byte) {
-		if string(key) == "stop_reason" {
+	r.reset(raw)
+	r.object(func(name []byte) {
+		if string(name) == "stop_reason" {
 			if s := r.text(); s != "" {
 				b.info.StopReason = s
 			}
@@ -672,20 +601,19 @@ func (b *messageBuilder) delta(raw []byte) {
 	})
 }
 
-// usage applies a usage object. Fields it lacks (or has as null) keep their earlier values,
+// usage reads a usage object from r. Fields it lacks (or has as null) keep their earlier values,
 // since message_delta may repeat only some of message_start's counts.
-func (b *messageBuilder) usage(raw []byte) {
+func (b *messageBuilder) usage(r *tokens) {
 	u := &b.info.Usage
-	r := jsonReader{b: raw}
 	set := func(dst *int) {
-		if r.peek() == '-' || r.peek() >= '0' && r.peek() <= '9' {
+		if r.kind() == '0' {
 			*dst = r.integer()
 			return
 		}
 		r.skip()
 	}
-	r.object(func(key []byte) {
-		switch string(key) {
+	r.object(func(name []byte) {
+		switch string(name) {
 		case "input_tokens":
 			set(&u.InputTokens)
 		case "output_tokens":
@@ -695,8 +623,8 @@ func (b *messageBuilder) usage(raw []byte) {
 		case "cache_creation_input_tokens":
 			set(&u.CacheCreationInputTokens)
 		case "cache_creation":
-			r.object(func(key []byte) {
-				switch string(key) {
+			r.object(func(name []byte) {
+				switch string(name) {
 				case "ephemeral_5m_input_tokens":
 					set(&u.CacheCreation5m)
 				case "ephemeral_1h_input_tokens":
@@ -721,20 +649,20 @@ type responseBlock struct {
 // block counts a content block (content_block_start's, or one of a JSON message's) and, for a
 // tool_use, records the call with its input as given (complete for JSON messages, usually {} at
 // a stream's content_block_start).
-func (b *messageBuilder) block(raw []byte) responseBlock {
+func (b *messageBuilder) block(r *tokens, raw []byte) responseBlock {
 	b.start()
 	var typ, text, id, name, input []byte
-	r := jsonReader{b: raw}
+	r.reset(raw)
 	r.object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			typ, _ = r.str()
+			typ = r.textBytes()
 		case "text":
-			text, _ = r.str()
+			text = r.str()
 		case "id":
-			id, _ = r.str()
+			id = r.str()
 		case "name":
-			name, _ = r.str()
+			name = r.str()
 		case "input":
 			input = r.value()
 		default:
@@ -754,7 +682,7 @@ func (b *messageBuilder) block(raw []byte) responseBlock {
 		tu.Input = truncate(string(input), PreviewLimit)
 		agent := isAgentTool(tu.Name)
 		if agent && b.complete {
-			tu.Agent = decodeAgentCall(input)
+			tu.Agent = decodeAgentCall(r, input)
 		}
 		b.tools = append(b.tools, tu)
 		return responseBlock{tool: len(b.tools) - 1, input: input, agent: agent}
@@ -762,14 +690,12 @@ func (b *messageBuilder) block(raw []byte) responseBlock {
 	return responseBlock{tool: -1}
 }
 
+// appendText adds a raw text to the start of the response's text that is kept.
 func (b *messageBuilder) appendText(raw []byte) {
-	if room := PreviewLimit + utf8Max - len(b.text); room > 0 && len(raw) > 0 {
-		b.text = appendUnquoted(b.text, raw, room)
+	if room := PreviewLimit + utf8.UTFMax - len(b.text); room > 0 && len(raw) > 0 {
+		b.text = appendPrefix(b.text, raw, room)
 	}
 }
-
-// utf8Max leaves room to finish a rune before the preview is cut.
-const utf8Max = 4
 
 func (b *messageBuilder) result() *MessageInfo {
 	if !b.seen {
@@ -782,11 +708,11 @@ func (b *messageBuilder) result() *MessageInfo {
 }
 
 // decodeAgentCall decodes the input of an Agent tool call; nil when it is not a JSON object.
-func decodeAgentCall(input []byte) *AgentCall {
+func decodeAgentCall(r *tokens, input []byte) *AgentCall {
 	var call AgentCall
-	r := jsonReader{b: input}
-	ok := r.object(func(key []byte) {
-		switch string(key) {
+	r.reset(input)
+	ok := r.object(func(name []byte) {
+		switch string(name) {
 		case "description":
 			call.Description = truncate(r.text(), PreviewLimit)
 		case "subagent_type":
@@ -806,10 +732,10 @@ func decodeAgentCall(input []byte) *AgentCall {
 }
 
 // decodeError reads an error object {"type":…,"message":…}.
-func decodeError(raw []byte) (typ, message string) {
-	r := jsonReader{b: raw}
-	r.object(func(key []byte) {
-		switch string(key) {
+func decodeError(r *tokens, raw []byte) (typ, message string) {
+	r.reset(raw)
+	r.object(func(name []byte) {
+		switch string(name) {
 		case "type":
 			typ = r.text()
 		case "message":
@@ -842,16 +768,18 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 		return
 	}
 	var (
+		r                tokens
 		typ, errRaw      []byte
 		inputTokens      int
 		hasInputTokens   bool
 		looksLikeMessage bool
 	)
-	r := jsonReader{b: b}
-	isObject := r.object(func(key []byte) {
-		switch string(key) {
+	defer r.release()
+	r.reset(b)
+	isObject := r.object(func(name []byte) {
+		switch string(name) {
 		case "type":
-			typ, _ = r.str()
+			typ = r.textBytes()
 		case "error":
 			errRaw = r.value()
 		case "input_tokens":
@@ -872,12 +800,12 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 	}
 	switch {
 	case string(typ) == "error" || errRaw != nil:
-		resp.ErrorType, resp.ErrorMessage = decodeError(errRaw)
+		resp.ErrorType, resp.ErrorMessage = decodeError(&r, errRaw)
 	case endpoint == EndpointCountTokens && hasInputTokens:
 		resp.InputTokens = inputTokens
 	case string(typ) == "message" || looksLikeMessage:
 		mb := messageBuilder{complete: true}
-		mb.message(b)
+		mb.message(&r, b)
 		for i := range mb.tools {
 			mb.tools[i].End = resp.End
 		}
