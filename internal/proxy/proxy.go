@@ -171,16 +171,10 @@ func (p *Proxy) rejectTooLarge(w http.ResponseWriter, r *http.Request, x *exchan
 	x.resp.ErrorMessage = msg
 }
 
-// rewrite points the outbound request at the upstream, and puts the exchange's outBody where
-// ReverseProxy put its own wrapper of the tapped body (see sendbody.go). X-Forwarded-* are left
-// off on purpose: cctrace is the client's own local proxy, not a gateway the upstream should
-// know about.
+// rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
+// cctrace is the client's own local proxy, not a gateway the upstream should know about.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
-	if x := exchangeFrom(pr.In.Context()); x != nil && x.reqTap != nil && pr.Out.Body != nil {
-		x.out.tap = x.reqTap
-		pr.Out.Body = &x.out
-	}
 }
 
 // modifyResponse records the response headers and installs the response body tap.
@@ -189,14 +183,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if x == nil {
 		return nil
 	}
-	// The Observer hears of the request now, unless sendTo is writing the body's last bytes
-	// from the copy: its end hands the copy over the moment that write returns (onEnd). Taking
-	// it here instead makes finish clone the copy, on the way to the client's first byte; on
-	// 2 CPUs the answer arrived before the writing goroutine ran again in 7-10 % of requests.
-	// responseDone still reports the request first if the write has not returned by then.
-	if x.reqTap == nil || !x.reqTap.sendingLast() {
-		x.requestRead()
-	}
+	x.requestRead()
 	x.resp.Status = res.StatusCode
 	x.resp.HeaderTime = p.cfg.now()
 	x.resp.RequestID = res.Header.Get("Request-Id")
@@ -310,7 +297,6 @@ type exchange struct {
 
 	req     *wire.Request
 	reqTap  *requestTap // nil when the request had no body
-	out     outBody     // what the transport reads reqTap through
 	reqOnce sync.Once
 
 	resp         wire.Response
