@@ -101,7 +101,6 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	// Decoding and tracking wait while a client waits for its answer to begin: they must not
 	// take the CPU that forwards its first bytes.
 	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log),
-		pipeline.WithIdle(func() { releaseMemory(p.InFlight()) }),
 		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
 	p, err = proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
 		proxy.WithAnswering(a.pipe.Wake))

@@ -39,7 +39,6 @@ Run 'cctrace serve -h' for the flags; each also reads CCTRACE_<FLAG_NAME>.
 var version = "dev"
 
 func main() {
-	holdMemory(os.Getenv) // memory.go: unless the user tuned the collector
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 

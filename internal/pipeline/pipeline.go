@@ -35,12 +35,6 @@ type Pipeline struct {
 	// bodies decodes request bodies, each from where the last body of its conversation stops
 	// being the same. Only the pipeline goroutine touches it.
 	bodies *wire.BodyCache
-	// idle is called when the pipeline goes idle (see WithIdle); handled counts the events
-	// handled since the last tick, busy whether the tick before had any. Only the pipeline
-	// goroutine touches them.
-	idle    func()
-	handled int
-	busy    bool
 	// waiting and maxWait defer decoding and tracking while clients wait for their answers to
 	// begin (see WithWaiting). Only the pipeline goroutine reads them.
 	waiting func() bool
@@ -81,12 +75,6 @@ func WithClock(now func() time.Time) Option { return func(p *Pipeline) { p.now =
 
 // WithTickInterval sets how often the tracker's timeouts are checked. Default 1 second.
 func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tick = d } }
-
-// WithIdle sets a function the pipeline goroutine calls when it goes idle: at the first tick
-// (see WithTickInterval) with no exchange handled since the tick before, after a tick with some.
-// A burst of requests calls it once, after it ends; a quiet pipeline never does. The pipeline
-// handles nothing while it runs.
-func WithIdle(f func()) Option { return func(p *Pipeline) { p.idle = f } }
 
 // WithWaiting defers the pipeline's work while waiting reports that some client is waiting for
 // its answer to begin (proxy.Proxy.Waiting > 0): decoding and tracking then run as soon as
@@ -225,10 +213,6 @@ func (p *Pipeline) Run(ctx context.Context) {
 		case <-ticker.C:
 			drain()
 			p.tracker.Tick(p.now())
-			if p.handled == 0 && p.busy && p.idle != nil {
-				p.idle()
-			}
-			p.busy, p.handled = p.handled > 0, 0
 		}
 	}
 }
@@ -271,7 +255,6 @@ func (p *Pipeline) drain() {
 			p.spare = batch
 			return
 		}
-		p.handled += len(batch)
 		for i := range batch {
 			n := len(batch[i].body)
 			p.handle(batch[i])

@@ -34,15 +34,10 @@ type Proxy struct {
 	rp       *httputil.ReverseProxy
 	lastID   atomic.Uint64
 	copies   copyBudget   // shared by every exchange's body copies
-	inFlight atomic.Int64 // requests being served
 	waiting  atomic.Int64 // requests whose answer has not begun
 }
 
 var _ http.Handler = (*Proxy)(nil)
-
-// InFlight returns how many requests the proxy is serving: received and not yet answered to
-// their end.
-func (p *Proxy) InFlight() int64 { return p.inFlight.Load() }
 
 // Waiting returns how many requests are waiting for their answer to begin: received, and no
 // byte of the response body forwarded to the client yet (nor the exchange over). It is what a
@@ -99,8 +94,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		defer r.Body.Close()
 	}
-	p.inFlight.Add(1)
-	defer p.inFlight.Add(-1)
 	p.waiting.Add(1)
 	x := &exchange{
 		p: p,
