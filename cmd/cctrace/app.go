@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/redact"
@@ -98,12 +99,15 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
 	var p *proxy.Proxy // set below, before the pipeline runs
+	// The proxy copies bodies into buffers of this pool, and the pipeline gives them back once
+	// decoded.
+	bufs := &bodybuf.Pool{}
 	// Decoding and tracking wait while a client waits for its answer to begin: they must not
 	// take the CPU that forwards its first bytes.
-	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log),
+	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs),
 		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
 	p, err = proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
-		proxy.WithAnswering(a.pipe.Wake))
+		proxy.WithBodyBuffers(bufs), proxy.WithAnswering(a.pipe.Wake))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/summary"
@@ -50,9 +51,10 @@ func NewStack(upstream *url.URL) (*Stack, error) {
 	s := &Stack{tracing: ts, turns: &turnCounter{}}
 	sinks := instrument.Sinks{m, summary.New(summary.WithOutput(io.Discard)), ts, s.turns}
 	var p *proxy.Proxy // set below, before the pipeline runs
-	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log),
+	bufs := &bodybuf.Pool{}
+	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs),
 		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
-	p, err = proxy.New(upstream, s.pipe, proxy.WithLogger(log), proxy.WithAnswering(s.pipe.Wake))
+	p, err = proxy.New(upstream, s.pipe, proxy.WithLogger(log), proxy.WithBodyBuffers(bufs), proxy.WithAnswering(s.pipe.Wake))
 	if err != nil {
 		_ = ts.Shutdown(context.Background())
 		return nil, fmt.Errorf("creating proxy: %w", err)

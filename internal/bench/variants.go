@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/jaegerconf"
 	"github.com/cctrace/cctrace/internal/proxy"
 )
@@ -197,7 +198,8 @@ func ServeBare(ctx context.Context, listen, upstream string, taps bool) error {
 	}
 	var h http.Handler = NewBareProxy(u)
 	if taps {
-		if h, err = proxy.New(u, dropObserver{}); err != nil {
+		bufs := &bodybuf.Pool{}
+		if h, err = proxy.New(u, dropObserver{bufs}, proxy.WithBodyBuffers(bufs)); err != nil {
 			return err
 		}
 	}
@@ -220,11 +222,11 @@ func ServeBare(ctx context.Context, listen, upstream string, taps bool) error {
 	return nil
 }
 
-// dropObserver drops what cctrace's proxy observed, giving the body copies back.
-type dropObserver struct{}
+// dropObserver drops what cctrace's proxy observed, giving the body copies back to bufs.
+type dropObserver struct{ bufs *bodybuf.Pool }
 
-func (dropObserver) RequestRead(_ *wire.Request, body []byte)   { proxy.RecycleBody(body) }
-func (dropObserver) ResponseDone(_ *wire.Response, body []byte) { proxy.RecycleBody(body) }
+func (o dropObserver) RequestRead(_ *wire.Request, body []byte)   { o.bufs.Put(body) }
+func (o dropObserver) ResponseDone(_ *wire.Response, body []byte) { o.bufs.Put(body) }
 
 // nginxConfig is a non-daemon nginx proxying everything to the upstream without buffering
 // either body, keeping as many idle upstream connections as cctrace does. Arguments: the user

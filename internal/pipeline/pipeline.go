@@ -12,7 +12,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
 // Pipeline is a proxy.Observer that feeds a tracker from one goroutine. Observer calls never
@@ -35,6 +35,8 @@ type Pipeline struct {
 	// bodies decodes request bodies, each from where the last body of its conversation stops
 	// being the same. Only the pipeline goroutine touches it.
 	bodies *wire.BodyCache
+	// bufs takes back each body once it is decoded (see WithBodyBuffers).
+	bufs *bodybuf.Pool
 	// waiting and maxWait defer decoding and tracking while clients wait for their answers to
 	// begin (see WithWaiting). Only the pipeline goroutine reads them.
 	waiting func() bool
@@ -56,8 +58,6 @@ type Pipeline struct {
 	done    chan struct{}
 }
 
-var _ proxy.Observer = (*Pipeline)(nil)
-
 type event struct {
 	req  *wire.Request
 	resp *wire.Response
@@ -75,6 +75,11 @@ func WithClock(now func() time.Time) Option { return func(p *Pipeline) { p.now =
 
 // WithTickInterval sets how often the tracker's timeouts are checked. Default 1 second.
 func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tick = d } }
+
+// WithBodyBuffers gives each body back to pool once it is decoded (or dropped): the pool the
+// proxy copies bodies into (proxy.WithBodyBuffers). Default: none, bodies are left to the
+// collector.
+func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.bufs = pool } }
 
 // WithWaiting defers the pipeline's work while waiting reports that some client is waiting for
 // its answer to begin (proxy.Proxy.Waiting > 0): decoding and tracking then run as soon as
@@ -140,7 +145,7 @@ func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
 	if p.queued > 0 && p.queued+len(ev.body) > p.budget {
-		proxy.RecycleBody(ev.body)
+		p.bufs.Put(ev.body)
 		ev.body = nil
 		p.dropped++
 		if ev.req != nil && ev.req.ParseError == "" {
@@ -259,9 +264,9 @@ func (p *Pipeline) drain() {
 			n := len(batch[i].body)
 			p.handle(batch[i])
 			// Nothing handle keeps refers to the body (wire copies the text it keeps; a
-			// BodyCache keeps offsets and hashes), so it can go back to the proxy for a later
-			// exchange's copy. recycle_test.go checks it.
-			proxy.RecycleBody(batch[i].body)
+			// BodyCache keeps offsets and hashes), so a later exchange's copy may reuse it.
+			// recycle_test.go checks it.
+			p.bufs.Put(batch[i].body)
 			batch[i] = event{}
 			if n > 0 {
 				// Bodies count against the budget until decoded, not only while queued: a

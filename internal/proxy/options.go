@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
 // DefaultParseLimit is how many bytes of a body the proxy copies for decoding unless
@@ -34,6 +36,7 @@ type config struct {
 	copyBudget int64 // <= 0: no limit
 	now        func() time.Time
 	answering  func() // nil: none
+	bodies     *bodybuf.Pool
 }
 
 // Option configures a Proxy built by New.
@@ -100,16 +103,23 @@ func WithMaxRequestBody(n int64) Option {
 }
 
 // WithCopyBudget bounds the bytes of request and response body copies (see WithParseLimit) that
-// the proxy makes at once, across all exchanges. A copy counts the capacity of its buffer (its
-// Content-Length rounded up to a pool size) from the moment its body starts to arrive, or, when
-// the length is unknown, the bytes copied so far; it stops counting once the Observer has it. A
-// body whose copy does not fit is forwarded in full as always, but not copied: the ParseError of
-// its wire.Request or wire.Response says so, and a warning is logged at most once a minute. A
-// copy is always made when no other is in flight, so one body larger than n is still decoded.
-// Nothing waits for room in the budget. Zero or a negative n means no limit. The default is
-// DefaultCopyBudget (8 MiB).
+// the proxy makes at once, across all exchanges. A copy counts its body's Content-Length from
+// the moment the body starts to arrive, or, when the length is unknown, the bytes copied so far;
+// it stops counting once the Observer has it. A body whose copy does not fit is forwarded in
+// full as always, but not copied: the ParseError of its wire.Request or wire.Response says so,
+// and a warning is logged at most once a minute. A copy is always made when no other is in
+// flight, so one body larger than n is still decoded. Nothing waits for room in the budget.
+// Zero or a negative n means no limit. The default is DefaultCopyBudget (8 MiB).
 func WithCopyBudget(n int64) Option {
 	return func(c *config) { c.copyBudget = n }
+}
+
+// WithBodyBuffers sets the pool the proxy takes the buffers of its body copies from. It gives
+// back those it lets go of itself (a body over the parse limit or the copy budget, or cut
+// short); the ones it hands to the Observer are the Observer's, to give back to the same pool
+// once decoded. The default, and what a nil pool means, is a buffer allocated for each copy.
+func WithBodyBuffers(pool *bodybuf.Pool) Option {
+	return func(c *config) { c.bodies = pool }
 }
 
 // WithClock sets the clock that stamps request, header, chunk and end times. The default, and

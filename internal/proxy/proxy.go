@@ -65,6 +65,7 @@ func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
 	p.copies.limit = p.cfg.copyBudget
 	p.copies.small = smallCopy
 	p.copies.log = p.cfg.logger
+	p.copies.bufs = p.cfg.bodies
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.cfg.transport,
