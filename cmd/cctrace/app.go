@@ -225,6 +225,17 @@ func (a *app) shutdown() error {
 	return errors.Join(errs...)
 }
 
+// stop shuts down (see shutdown) and prints the summary of every session to the output; it logs
+// what failed.
+func (a *app) stop() {
+	if err := a.shutdown(); err != nil {
+		a.log.Warn("shutdown", "error", err)
+	}
+	if err := a.store.WriteSummary(a.out); err != nil {
+		a.log.Warn("session summary", "error", err)
+	}
+}
+
 func (a *app) closeTracing() {
 	if a.tracing != nil {
 		_ = a.tracing.Shutdown(context.Background())

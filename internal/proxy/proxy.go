@@ -208,14 +208,9 @@ func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
 	if x != nil && x.reqTap != nil && x.reqTap.overLimit() {
 		// The body passed the size limit while it was being sent: the upstream request was
 		// dropped on purpose.
-		if tw, ok := w.(*responseTap); ok {
-			if tw.wroteHeader {
-				return
-			}
-			tw.wroteHeader = true
-			w = tw.ResponseWriter
+		if w, ok := errorWriter(w); ok {
+			p.rejectTooLarge(w, r, x, "request body")
 		}
-		p.rejectTooLarge(w, r, x, "request body")
 		return
 	}
 	if x != nil {
@@ -238,15 +233,24 @@ func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
 		p.cfg.logger.Warn("upstream unreachable",
 			"exchange", id, "method", r.Method, "path", r.URL.Path, "upstream", p.upstream.Redacted(), "err", err)
 	}
-
-	if tw, ok := w.(*responseTap); ok {
-		if tw.wroteHeader {
-			return
-		}
-		tw.wroteHeader = true
-		w = tw.ResponseWriter
+	if w, ok := errorWriter(w); ok {
+		writeAPIError(w, http.StatusBadGateway, "proxy_error", "cctrace: upstream unreachable: "+err.Error())
 	}
-	writeAPIError(w, http.StatusBadGateway, "proxy_error", "cctrace: upstream unreachable: "+err.Error())
+}
+
+// errorWriter returns the writer the proxy answers an error of its own on: the client's, past
+// the tap, which counts only what the upstream sent. It reports false when an answer has begun
+// (its headers are out), and nothing more can be said.
+func errorWriter(w http.ResponseWriter) (http.ResponseWriter, bool) {
+	tw, ok := w.(*responseTap)
+	if !ok {
+		return w, true
+	}
+	if tw.wroteHeader {
+		return nil, false
+	}
+	tw.wroteHeader = true
+	return tw.ResponseWriter, true
 }
 
 // writeAPIError answers with an Anthropic-style JSON error and returns the body's length.
