@@ -89,7 +89,7 @@ func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.b
 // over the budget are not decoded). On two cores shared with the client and the upstream, a
 // request decoded while its own answer is on the way, or a response tracked while the next
 // request goes out, takes CPU from the forwarding of exactly the bytes the client is waiting
-// for (issue 6). Nothing is lost by waiting: every time the tracker records was taken when the
+// for. Nothing is lost by waiting: every time the tracker records was taken when the
 // proxy saw it. Default: no deferring.
 func WithWaiting(waiting func() bool, maxWait time.Duration) Option {
 	return func(p *Pipeline) { p.waiting, p.maxWait = waiting, maxWait }
@@ -103,8 +103,8 @@ const DefaultMaxWait = 20 * time.Millisecond
 
 // DefaultQueueBudget is the default of WithQueueBudget. Decoding keeps up with hundreds of MB/s
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
-// then a small budget is what keeps cctrace's memory bounded (issue 6: RSS at most 64 MB plus
-// 64 KB per stream), at the price of some exchanges tracked without their bodies decoded.
+// then a small budget is what keeps cctrace's memory bounded, at the price of some exchanges
+// tracked without their bodies decoded.
 const DefaultQueueBudget = 8 << 20
 
 // WithQueueBudget bounds the body bytes pushed and not yet decoded. A body is always accepted

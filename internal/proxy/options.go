@@ -23,8 +23,8 @@ const DefaultMaxRequestBody int64 = 256 << 20
 
 // DefaultCopyBudget is how many bytes of body copies the proxy makes at once unless
 // WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 8 MiB)
-// it keeps what body copies hold within the memory target of issue 6 (RSS at most 64 MB plus
-// 64 KB per stream), however many clients upload at once.
+// it bounds what body copies hold, however many clients upload at once, so that cctrace's
+// memory stays within its target under a burst of large uploads.
 const DefaultCopyBudget int64 = 8 << 20
 
 // config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
