@@ -98,16 +98,12 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
-	var p *proxy.Proxy // set below, before the pipeline runs
 	// The proxy copies bodies into buffers of this pool, and the pipeline gives them back once
 	// decoded.
 	bufs := &bodybuf.Pool{}
-	// Decoding and tracking wait while a client waits for its answer to begin: they must not
-	// take the CPU that forwards its first bytes.
-	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs),
-		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
-	p, err = proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
-		proxy.WithBodyBuffers(bufs), proxy.WithAnswering(a.pipe.Wake))
+	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs))
+	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
+		proxy.WithBodyBuffers(bufs))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)

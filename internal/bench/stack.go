@@ -50,11 +50,9 @@ func NewStack(upstream *url.URL) (*Stack, error) {
 	}
 	s := &Stack{tracing: ts, turns: &turnCounter{}}
 	sinks := instrument.Sinks{m, summary.New(summary.WithOutput(io.Discard)), ts, s.turns}
-	var p *proxy.Proxy // set below, before the pipeline runs
 	bufs := &bodybuf.Pool{}
-	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs),
-		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
-	p, err = proxy.New(upstream, s.pipe, proxy.WithLogger(log), proxy.WithBodyBuffers(bufs), proxy.WithAnswering(s.pipe.Wake))
+	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs))
+	p, err := proxy.New(upstream, s.pipe, proxy.WithLogger(log), proxy.WithBodyBuffers(bufs))
 	if err != nil {
 		_ = ts.Shutdown(context.Background())
 		return nil, fmt.Errorf("creating proxy: %w", err)

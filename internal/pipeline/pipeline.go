@@ -7,7 +7,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
@@ -37,18 +36,10 @@ type Pipeline struct {
 	bodies *wire.BodyCache
 	// bufs takes back each body once it is decoded (see WithBodyBuffers).
 	bufs *bodybuf.Pool
-	// waiting and maxWait defer decoding and tracking while clients wait for their answers to
-	// begin (see WithWaiting). Only the pipeline goroutine reads them.
-	waiting func() bool
-	maxWait time.Duration
 	// spare is the last batch's array, emptied, for the queue to fill next: the queue and
 	// the batch being handled take turns with two arrays instead of a new one per batch. Only
 	// the pipeline goroutine touches it.
 	spare []event
-
-	// deferring is set while Run puts its work off for a waiting client (see WithWaiting):
-	// pushing more then wakes it only when the queue needs draining at once.
-	deferring atomic.Bool
 
 	mu      sync.Mutex
 	queue   []event
@@ -80,26 +71,6 @@ func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tic
 // proxy copies bodies into (proxy.WithBodyBuffers). Default: none, bodies are left to the
 // collector.
 func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.bufs = pool } }
-
-// WithWaiting defers the pipeline's work while waiting reports that some client is waiting for
-// its answer to begin (proxy.Proxy.Waiting > 0): decoding and tracking then run as soon as
-// waiting turns false, which Wake must be called to say (proxy.WithAnswering), at most maxWait
-// after the first event that was deferred, or at once when the queued bodies reach a quarter
-// of the queue budget (a burst of large bodies must not fill the queue while it waits: bodies
-// over the budget are not decoded). On two cores shared with the client and the upstream, a
-// request decoded while its own answer is on the way, or a response tracked while the next
-// request goes out, takes CPU from the forwarding of exactly the bytes the client is waiting
-// for. Nothing is lost by waiting: every time the tracker records was taken when the
-// proxy saw it. Default: no deferring.
-func WithWaiting(waiting func() bool, maxWait time.Duration) Option {
-	return func(p *Pipeline) { p.waiting, p.maxWait = waiting, maxWait }
-}
-
-// DefaultMaxWait is the longest time the pipeline defers its work for a waiting client (see
-// WithWaiting) in cctrace serve and run: long against the decoding of a request and short
-// against the second the Messages API takes to begin an answer, so that the request is tracked
-// by then.
-const DefaultMaxWait = 20 * time.Millisecond
 
 // DefaultQueueBudget is the default of WithQueueBudget. Decoding keeps up with hundreds of MB/s
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
@@ -157,19 +128,8 @@ func (p *Pipeline) push(ev event) {
 	}
 	p.queued += len(ev.body)
 	p.queue = append(p.queue, ev)
-	urgent := p.queued >= p.deferLimit()
 	p.mu.Unlock()
-	if !urgent && p.deferring.Load() {
-		// Run drains this with the rest when it stops deferring; it takes the queue only
-		// after it has cleared the flag.
-		return
-	}
-	p.Wake()
-}
-
-// Wake tells the pipeline that the waiting function of WithWaiting may have turned false (push
-// also calls it for each event it queues). It never blocks.
-func (p *Pipeline) Wake() {
+	// A wake-up already pending covers this event too: Run takes the whole queue.
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -182,60 +142,21 @@ func (p *Pipeline) Run(ctx context.Context) {
 	defer close(p.done)
 	ticker := time.NewTicker(p.tick)
 	defer ticker.Stop()
-	// deferred fires maxWait after the pipeline first put off its work (see WithWaiting);
-	// deadline is its channel while it runs, nil otherwise.
-	var deferred *time.Timer
-	var deadline <-chan time.Time
-	drain := func() {
-		if deadline != nil {
-			deferred.Stop()
-			deadline = nil
-			p.deferring.Store(false)
-		}
-		p.drain()
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			drain()
+			p.drain()
 			p.warnDropped(true)
 			p.tracker.Close(p.now())
 			return
 		case <-p.wake:
-			if !p.holdBack() {
-				drain()
-			} else if deadline == nil {
-				if deferred == nil {
-					deferred = time.NewTimer(p.maxWait)
-				} else {
-					deferred.Reset(p.maxWait)
-				}
-				deadline = deferred.C
-				p.deferring.Store(true)
-			}
-		case <-deadline:
-			drain()
+			p.drain()
 		case <-ticker.C:
-			drain()
+			p.drain()
 			p.tracker.Tick(p.now())
 		}
 	}
 }
-
-// holdBack reports whether the work queued should wait for clients waiting for their answers
-// (see WithWaiting): some are, and the queue holds less than deferLimit.
-func (p *Pipeline) holdBack() bool {
-	if p.waiting == nil || !p.waiting() {
-		return false
-	}
-	p.mu.Lock()
-	queued := p.queued
-	p.mu.Unlock()
-	return queued < p.deferLimit()
-}
-
-// deferLimit is how many body bytes may wait in the queue for a waiting client (WithWaiting).
-func (p *Pipeline) deferLimit() int { return p.budget / 4 }
 
 // Done is closed when Run has returned.
 func (p *Pipeline) Done() <-chan struct{} { return p.done }

@@ -35,7 +35,6 @@ type config struct {
 	maxBody    int64 // 0: no limit
 	copyBudget int64 // <= 0: no limit
 	now        func() time.Time
-	answering  func() // nil: none
 	bodies     *bodybuf.Pool
 }
 
@@ -126,15 +125,6 @@ func WithBodyBuffers(pool *bodybuf.Pool) Option {
 // what a nil now means, is time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
-}
-
-// WithAnswering sets a function the proxy calls each time Proxy.Waiting drops to zero: the last
-// request waiting for its answer got its first byte (or ended without one). It runs on a
-// forwarding goroutine, so it must return at once; it is how work that can wait (decoding,
-// tracking) learns that it no longer competes with a client waiting for its first byte. The
-// default, and what a nil f means, is none.
-func WithAnswering(f func()) Option {
-	return func(c *config) { c.answering = f }
 }
 
 // defaultTransport is the transport WithTransport documents.

@@ -33,16 +33,10 @@ type Proxy struct {
 	cfg      config
 	rp       *httputil.ReverseProxy
 	lastID   atomic.Uint64
-	copies   copyBudget   // shared by every exchange's body copies
-	waiting  atomic.Int64 // requests whose answer has not begun
+	copies   copyBudget // shared by every exchange's body copies
 }
 
 var _ http.Handler = (*Proxy)(nil)
-
-// Waiting returns how many requests are waiting for their answer to begin: received, and no
-// byte of the response body forwarded to the client yet (nor the exchange over). It is what a
-// client feels as time to first byte; see WithAnswering.
-func (p *Proxy) Waiting() int64 { return p.waiting.Load() }
 
 // New returns a Proxy that forwards to upstream, an absolute http or https URL. A base path in
 // upstream is kept: with upstream https://gw.example/anthropic, a request for /v1/messages goes
@@ -95,7 +89,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		defer r.Body.Close()
 	}
-	p.waiting.Add(1)
 	x := &exchange{
 		p: p,
 		req: &wire.Request{
@@ -110,7 +103,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	x.resp.ExchangeID = x.req.ExchangeID
-	defer x.answering()
 
 	if r.Method == http.MethodConnect {
 		// cctrace forwards to its one upstream and is nobody's forward proxy: there is nothing
@@ -185,9 +177,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	x.resp.ContentEncoding = res.Header.Get("Content-Encoding")
 	x.resp.Streamed = isEventStream(x.resp.ContentType)
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser). The tunnel may
-		// stay open for long; its answer has begun.
-		x.answering()
+		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser).
 		return nil
 	}
 	if x.resp.Streamed && isIdentity(x.resp.ContentEncoding) {
@@ -304,20 +294,6 @@ type exchange struct {
 	tooLarge     bool                // answered 413 by the proxy itself: resp is filled already
 	readErr      error               // reading the upstream body failed
 	bodyEnded    bool                // the upstream body was read to its end
-	answered     bool                // no longer counted in Proxy.Waiting
-}
-
-// answering takes the exchange out of Proxy.Waiting, once: its answer's first byte went to the
-// client, or the exchange is over without one. When no other request is waiting it calls the
-// WithAnswering function.
-func (x *exchange) answering() {
-	if x.answered {
-		return
-	}
-	x.answered = true
-	if x.p.waiting.Add(-1) == 0 && x.p.cfg.answering != nil {
-		x.p.cfg.answering()
-	}
 }
 
 // requestRead hands the request to the Observer, once.
