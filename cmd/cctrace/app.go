@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/redact"
+	"github.com/cctrace/cctrace/internal/stack"
 	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/tracing"
 	"github.com/cctrace/cctrace/internal/ui"
@@ -98,16 +98,13 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
-	// The proxy copies bodies into buffers of this pool, and the pipeline gives them back once
-	// decoded.
-	bufs := &bodybuf.Pool{}
-	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs))
-	p, err := proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
-		proxy.WithBodyBuffers(bufs))
+	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log,
+		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)
 	}
+	a.pipe = pipe
 
 	var tlsConfig *tls.Config
 	if o.tlsCert != "" {
