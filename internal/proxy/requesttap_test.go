@@ -194,8 +194,10 @@ func TestRequestBodiesThroughProxy(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 
-	for i, n := range []int{1, 100, 32<<10 - 1, 32 << 10, 32<<10 + 1, sendChunk - 1, sendChunk, sendChunk + 1, 1<<20 + 3, 3 << 20} {
-		body := numberedBody(uint64(i+1), n)
+	sizes := []int{1, 100, 32<<10 - 1, 32 << 10, 32<<10 + 1, sendChunk - 1, sendChunk, sendChunk + 1, 1<<20 + 3, 3 << 20}
+	send := func(t *testing.T, seed uint64, n int) (largestRead int) {
+		t.Helper()
+		body := numberedBody(seed, n)
 		res, err := client.Post(fmt.Sprintf("%s/v1/messages?n=%d", front.URL, n), "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
@@ -215,8 +217,29 @@ func TestRequestBodiesThroughProxy(t *testing.T) {
 			t.Errorf("%d bytes: the Observer got %d bytes (equal: %v), size %d, parse error %q", n,
 				len(ex.reqBody), bytes.Equal(ex.reqBody, body), ex.req.BodySize, ex.req.ParseError)
 		}
-		if n > 64<<10 && largest <= 32<<10 {
-			t.Errorf("%d bytes: the client's body was read at most %d bytes at a time: not through upstreamConn.ReadFrom", n, largest)
-		}
+		return largest
 	}
+	t.Run("send buffers free", func(t *testing.T) {
+		for i, n := range sizes {
+			if largest := send(t, uint64(i+1), n); n > 64<<10 && largest <= 32<<10 {
+				t.Errorf("%d bytes: the client's body was read at most %d bytes at a time: not through upstreamConn.ReadFrom", n, largest)
+			}
+		}
+	})
+	t.Run("every send buffer in use", func(t *testing.T) {
+		var held [][]byte
+		for range cap(sendBuffers) {
+			held = append(held, <-sendBuffers)
+		}
+		defer func() {
+			for _, b := range held {
+				sendBuffers <- b
+			}
+		}()
+		for i, n := range sizes {
+			if largest := send(t, uint64(100+i), n); largest > 32<<10 {
+				t.Errorf("%d bytes: the client's body was read %d bytes at a time with no send buffer free", n, largest)
+			}
+		}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync"
 )
 
 // A request body goes upstream by the transport's copy loop, 32 KiB at a time, through
@@ -17,8 +16,16 @@ import (
 // sendChunk is the size of the pieces upstreamConn sends a large body in.
 const sendChunk = 256 << 10
 
-// sendBuffers holds sendChunk buffers for upstreamConn.ReadFrom.
-var sendBuffers = sync.Pool{New: func() any { b := make([]byte, sendChunk); return &b }}
+// sendBuffers holds the few buffers upstreamConn sends large bodies through, each made on first
+// use (a nil in the channel is one not made yet). There are few so that a burst of uploads
+// cannot hold one each: an upload that finds none left goes as the connection would send it.
+var sendBuffers = func() chan []byte {
+	c := make(chan []byte, 4)
+	for range cap(c) {
+		c <- nil
+	}
+	return c
+}()
 
 // upstreamConn is a connection to the upstream, as the default transport dials it.
 type upstreamConn struct{ net.Conn }
@@ -36,12 +43,18 @@ func dialUpstream(dial func(ctx context.Context, network, addr string) (net.Conn
 
 // ReadFrom writes what r reads to the upstream. A body the transport's loop would send in more
 // than one piece (it passes a body as an io.LimitedReader of its Content-Length) goes in sendChunk
-// pieces; anything else goes as the connection would send it.
+// pieces while a send buffer is free; anything else goes as the connection would send it.
 func (c *upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok && lr.N > 32<<10 {
-		buf := sendBuffers.Get().(*[]byte)
-		defer sendBuffers.Put(buf)
-		return io.CopyBuffer(writerOnly{c.Conn}, r, *buf)
+		select {
+		case buf := <-sendBuffers:
+			if buf == nil {
+				buf = make([]byte, sendChunk)
+			}
+			defer func() { sendBuffers <- buf }()
+			return io.CopyBuffer(writerOnly{c.Conn}, r, buf)
+		default:
+		}
 	}
 	if rf, ok := c.Conn.(io.ReaderFrom); ok {
 		return rf.ReadFrom(r)
