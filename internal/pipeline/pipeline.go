@@ -76,11 +76,11 @@ func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.b
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
 // then a small budget is what keeps cctrace's memory bounded, at the price of some exchanges
 // tracked without their bodies decoded.
-const DefaultQueueBudget = 8 << 20
+const DefaultQueueBudget = 6 << 20
 
 // WithQueueBudget bounds the body bytes pushed and not yet decoded. A body is always accepted
 // when nothing else is waiting, however large, so that one big request is still decoded.
-// Default DefaultQueueBudget (8 MiB).
+// Default DefaultQueueBudget (6 MiB).
 func WithQueueBudget(n int) Option { return func(p *Pipeline) { p.budget = n } }
 
 // New returns a pipeline feeding tr. Call Run to start it.

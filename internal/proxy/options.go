@@ -22,10 +22,12 @@ const DefaultParseLimit int64 = 32 << 20
 const DefaultMaxRequestBody int64 = 256 << 20
 
 // DefaultCopyBudget is how many bytes of body copies the proxy makes at once unless
-// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 8 MiB)
-// it bounds what body copies hold, however many clients upload at once, so that cctrace's
-// memory stays within its target under a burst of large uploads.
-const DefaultCopyBudget int64 = 8 << 20
+// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 6 MiB)
+// it bounds what body copies hold, however many clients upload at once. Both are sized for the
+// Go collector at its defaults, which lets the heap grow to twice what is live: a burst of large
+// uploads then keeps cctrace within its memory target, at the price of some bodies forwarded
+// without being decoded.
+const DefaultCopyBudget int64 = 6 << 20
 
 // config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
 type config struct {
@@ -108,7 +110,7 @@ func WithMaxRequestBody(n int64) Option {
 // full as always, but not copied: the ParseError of its wire.Request or wire.Response says so,
 // and a warning is logged at most once a minute. A copy is always made when no other is in
 // flight, so one body larger than n is still decoded. Nothing waits for room in the budget.
-// Zero or a negative n means no limit. The default is DefaultCopyBudget (8 MiB).
+// Zero or a negative n means no limit. The default is DefaultCopyBudget (6 MiB).
 func WithCopyBudget(n int64) Option {
 	return func(c *config) { c.copyBudget = n }
 }
