@@ -21,6 +21,7 @@ import (
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/redact"
+	"github.com/cctrace/cctrace/internal/stack"
 	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/tracing"
 	"github.com/cctrace/cctrace/internal/ui"
@@ -101,18 +102,13 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.replica {
 		tropts = append(tropts, instrument.WithReplica())
 	}
-	var p *proxy.Proxy // set below, before the pipeline runs
-	// Decoding and tracking wait while a client waits for its answer to begin: they must not
-	// take the CPU that forwards its first bytes.
-	a.pipe = pipeline.New(instrument.New(sinks, tropts...), pipeline.WithLogger(log),
-		pipeline.WithIdle(func() { releaseMemory(p.InFlight()) }),
-		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
-	p, err = proxy.New(upstream, a.pipe, proxy.WithLogger(log), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
-		proxy.WithAnswering(a.pipe.Wake))
+	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log,
+		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)
 	}
+	a.pipe = pipe
 
 	var tlsConfig *tls.Config
 	if o.tlsCert != "" {
@@ -224,6 +220,17 @@ func (a *app) shutdown() error {
 	}
 	a.wg.Wait()
 	return errors.Join(errs...)
+}
+
+// stop shuts down (see shutdown) and prints the summary of every session to the output; it logs
+// what failed.
+func (a *app) stop() {
+	if err := a.shutdown(); err != nil {
+		a.log.Warn("shutdown", "error", err)
+	}
+	if err := a.store.WriteSummary(a.out); err != nil {
+		a.log.Warn("session summary", "error", err)
+	}
 }
 
 func (a *app) closeTracing() {

@@ -39,7 +39,6 @@ Run 'cctrace serve -h' for the flags; each also reads CCTRACE_<FLAG_NAME>.
 var version = "dev"
 
 func main() {
-	holdMemory(os.Getenv) // memory.go: unless the user tuned the collector
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -127,12 +126,7 @@ func serve(args []string, stderr io.Writer) int {
 	fmt.Fprintf(out, "cctrace: turns page %s/\n", a.metricsURL())
 	<-ctx.Done()
 	log.Info("shutting down: letting in-flight requests finish", "grace", o.shutdownGrace)
-	if err := a.shutdown(); err != nil {
-		log.Warn("shutdown", "error", err)
-	}
-	if err := a.store.WriteSummary(out); err != nil {
-		log.Warn("session summary", "error", err)
-	}
+	a.stop()
 	return 0
 }
 
@@ -197,12 +191,7 @@ loop:
 			break loop
 		}
 	}
-	if err := a.shutdown(); err != nil {
-		log.Warn("shutdown", "error", err)
-	}
-	if err := a.store.WriteSummary(out); err != nil {
-		log.Warn("session summary", "error", err)
-	}
+	a.stop()
 	return exitCode(cmd, waitErr)
 }
 

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recordedBodies returns the request bodies of the recorded Claude Code sessions, by file.
@@ -215,8 +216,9 @@ func TestParseBodyRecordedAgainstEncodingJSON(t *testing.T) {
 }
 
 // refStream decodes a recorded event stream with encoding/json, one data line per event as the
-// fake API sends them, into what a StreamDecoder reports of it.
-func refStream(t *testing.T, stream string) *MessageInfo {
+// fake API sends them, into what a StreamDecoder reports of it; a tool call whose block stopped
+// ends at stopped.
+func refStream(t *testing.T, stream string, stopped time.Time) *MessageInfo {
 	t.Helper()
 	type usage struct {
 		InputTokens              *int `json:"input_tokens"`
@@ -299,6 +301,10 @@ func refStream(t *testing.T, stream string) *MessageInfo {
 			if in := inputs[ev.Index]; in != nil {
 				in.WriteString(ev.Delta.PartialJSON)
 			}
+		case "content_block_stop":
+			if k, ok := tools[ev.Index]; ok {
+				info.ToolUses[k].End = stopped // a call whose block never stopped keeps a zero End
+			}
 		case "message_delta":
 			if ev.Delta.StopReason != "" {
 				info.StopReason = ev.Delta.StopReason
@@ -358,10 +364,8 @@ func TestDecodeResponseRecordedAgainstEncodingJSON(t *testing.T) {
 		if resp.ParseError != "" || resp.Message == nil {
 			t.Fatalf("%s: %q, message %v", p, resp.ParseError, resp.Message)
 		}
-		want := refStream(t, rec.Response)
-		for i := range want.ToolUses {
-			want.ToolUses[i].End = t0 // every event of a stream decoded at once arrives at its end
-		}
+		// Every event of a stream decoded at once arrives at its end.
+		want := refStream(t, rec.Response, t0)
 		if !reflect.DeepEqual(resp.Message, want) {
 			gj, _ := json.MarshalIndent(resp.Message, "", " ")
 			wj, _ := json.MarshalIndent(want, "", " ")

@@ -154,9 +154,9 @@ func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell, sent int6
 	}
 	s.Result = c.Run(ctx, v.URL, cell)
 	if v.Metrics != "" {
-		// With no client waiting any more the pipeline decodes and tracks what the run left at
-		// once; give it that time inside the measurement, and keep the scrapes below (each a
-		// few ms of cctrace's CPU) out of it.
+		// The pipeline decodes and tracks what the run's last exchanges left; give it that
+		// time inside the measurement, and keep the scrapes below (each a few ms of cctrace's
+		// CPU) out of it.
 		select {
 		case <-ctx.Done():
 		case <-time.After(settleTime):
@@ -176,8 +176,8 @@ func runSampled(ctx context.Context, c *Client, v *Variant, cell Cell, sent int6
 	return s
 }
 
-// settleTime is how long a cctrace variant's run is measured past its last stream: more than
-// the 20 ms that cctrace's pipeline defers its work for a waiting client.
+// settleTime is how long a cctrace variant's run is measured past its last stream: long enough
+// for cctrace's pipeline to decode and track the last exchanges.
 const settleTime = 50 * time.Millisecond
 
 // loadAverage returns the 1-minute load average, 0 when unknown.

@@ -16,15 +16,15 @@ import (
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
-	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/stack"
 	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/tracing"
 	"github.com/cctrace/cctrace/metrics"
 )
 
-// Stack is cctrace assembled in this process the way `cctrace serve` assembles it (proxy,
-// pipeline, tracker, and the metrics, turn summary and tracing sinks, tracing recording spans and
-// dropping them), for the in-process short run and the Go benchmarks. The zero value is not
+// Stack is cctrace assembled in this process by the constructor `cctrace serve` uses
+// (stack.New: proxy, pipeline and tracker), with the metrics, turn summary and tracing sinks,
+// tracing recording spans and dropping them, for the in-process short run and the Go benchmarks. The zero value is not
 // usable; call NewStack.
 type Stack struct {
 	// Proxy is the handler to serve.
@@ -49,15 +49,11 @@ func NewStack(upstream *url.URL) (*Stack, error) {
 	}
 	s := &Stack{tracing: ts, turns: &turnCounter{}}
 	sinks := instrument.Sinks{m, summary.New(summary.WithOutput(io.Discard)), ts, s.turns}
-	var p *proxy.Proxy // set below, before the pipeline runs
-	s.pipe = pipeline.New(instrument.New(sinks), pipeline.WithLogger(log),
-		pipeline.WithWaiting(func() bool { return p.Waiting() > 0 }, pipeline.DefaultMaxWait))
-	p, err = proxy.New(upstream, s.pipe, proxy.WithLogger(log), proxy.WithAnswering(s.pipe.Wake))
+	s.Proxy, s.pipe, err = stack.New(upstream, instrument.New(sinks), log)
 	if err != nil {
 		_ = ts.Shutdown(context.Background())
 		return nil, fmt.Errorf("creating proxy: %w", err)
 	}
-	s.Proxy = p
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	go s.pipe.Run(ctx)

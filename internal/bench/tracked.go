@@ -69,11 +69,11 @@ func parseTracked(text string) (Tracked, error) {
 }
 
 // CellTrackWait bounds how long a run waits for cctrace to track the requests sent before it and
-// during it: the pipeline defers its work for at most 20 ms while clients wait, and decodes a
-// backlog of 8 MiB in well under a second. A small request whose body was not decoded (64 KiB
-// or less, or a subagent's that cctrace had not seen) and that finds no turn open waits up to
-// instrument.AdoptWindow for the next turn to adopt it (its chat span, and so its count, comes
-// only then), so a few such requests are counted in a later run.
+// during it: the pipeline decodes a full queue (pipeline.DefaultQueueBudget) in well under a
+// second. A small request whose body was not decoded (64 KiB or less, or a subagent's that
+// cctrace had not seen) and that finds no turn open waits up to instrument.AdoptWindow for the
+// next turn to adopt it (its chat span, and so its count, comes only then), so a few such
+// requests are counted in a later run.
 const CellTrackWait = time.Second
 
 // WaitTracked scrapes metricsURL until cctrace has tracked at least want requests or timeout has

@@ -7,12 +7,11 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
 // Pipeline is a proxy.Observer that feeds a tracker from one goroutine. Observer calls never
@@ -35,24 +34,12 @@ type Pipeline struct {
 	// bodies decodes request bodies, each from where the last body of its conversation stops
 	// being the same. Only the pipeline goroutine touches it.
 	bodies *wire.BodyCache
-	// idle is called when the pipeline goes idle (see WithIdle); handled counts the events
-	// handled since the last tick, busy whether the tick before had any. Only the pipeline
-	// goroutine touches them.
-	idle    func()
-	handled int
-	busy    bool
-	// waiting and maxWait defer decoding and tracking while clients wait for their answers to
-	// begin (see WithWaiting). Only the pipeline goroutine reads them.
-	waiting func() bool
-	maxWait time.Duration
+	// bufs takes back each body once it is decoded (see WithBodyBuffers).
+	bufs *bodybuf.Pool
 	// spare is the last batch's array, emptied, for the queue to fill next: the queue and
 	// the batch being handled take turns with two arrays instead of a new one per batch. Only
 	// the pipeline goroutine touches it.
 	spare []event
-
-	// deferring is set while Run puts its work off for a waiting client (see WithWaiting):
-	// pushing more then wakes it only when the queue needs draining at once.
-	deferring atomic.Bool
 
 	mu      sync.Mutex
 	queue   []event
@@ -61,8 +48,6 @@ type Pipeline struct {
 	wake    chan struct{}
 	done    chan struct{}
 }
-
-var _ proxy.Observer = (*Pipeline)(nil)
 
 type event struct {
 	req  *wire.Request
@@ -82,41 +67,20 @@ func WithClock(now func() time.Time) Option { return func(p *Pipeline) { p.now =
 // WithTickInterval sets how often the tracker's timeouts are checked. Default 1 second.
 func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tick = d } }
 
-// WithIdle sets a function the pipeline goroutine calls when it goes idle: at the first tick
-// (see WithTickInterval) with no exchange handled since the tick before, after a tick with some.
-// A burst of requests calls it once, after it ends; a quiet pipeline never does. The pipeline
-// handles nothing while it runs.
-func WithIdle(f func()) Option { return func(p *Pipeline) { p.idle = f } }
-
-// WithWaiting defers the pipeline's work while waiting reports that some client is waiting for
-// its answer to begin (proxy.Proxy.Waiting > 0): decoding and tracking then run as soon as
-// waiting turns false, which Wake must be called to say (proxy.WithAnswering), at most maxWait
-// after the first event that was deferred, or at once when the queued bodies reach a quarter
-// of the queue budget (a burst of large bodies must not fill the queue while it waits: bodies
-// over the budget are not decoded). On two cores shared with the client and the upstream, a
-// request decoded while its own answer is on the way, or a response tracked while the next
-// request goes out, takes CPU from the forwarding of exactly the bytes the client is waiting
-// for (issue 6). Nothing is lost by waiting: every time the tracker records was taken when the
-// proxy saw it. Default: no deferring.
-func WithWaiting(waiting func() bool, maxWait time.Duration) Option {
-	return func(p *Pipeline) { p.waiting, p.maxWait = waiting, maxWait }
-}
-
-// DefaultMaxWait is the longest time the pipeline defers its work for a waiting client (see
-// WithWaiting) in cctrace serve and run: long against the decoding of a request and short
-// against the second the Messages API takes to begin an answer, so that the request is tracked
-// by then.
-const DefaultMaxWait = 20 * time.Millisecond
+// WithBodyBuffers gives each body back to pool once it is decoded (or dropped): the pool the
+// proxy copies bodies into (proxy.WithBodyBuffers). Default: none, bodies are left to the
+// collector.
+func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.bufs = pool } }
 
 // DefaultQueueBudget is the default of WithQueueBudget. Decoding keeps up with hundreds of MB/s
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
-// then a small budget is what keeps cctrace's memory bounded (issue 6: RSS at most 64 MB plus
-// 64 KB per stream), at the price of some exchanges tracked without their bodies decoded.
-const DefaultQueueBudget = 8 << 20
+// then a small budget is what keeps cctrace's memory bounded, at the price of some exchanges
+// tracked without their bodies decoded.
+const DefaultQueueBudget = 6 << 20
 
 // WithQueueBudget bounds the body bytes pushed and not yet decoded. A body is always accepted
 // when nothing else is waiting, however large, so that one big request is still decoded.
-// Default DefaultQueueBudget (8 MiB).
+// Default DefaultQueueBudget (6 MiB).
 func WithQueueBudget(n int) Option { return func(p *Pipeline) { p.budget = n } }
 
 // New returns a pipeline feeding tr. Call Run to start it.
@@ -152,7 +116,7 @@ func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
 	if p.queued > 0 && p.queued+len(ev.body) > p.budget {
-		proxy.RecycleBody(ev.body)
+		p.bufs.Put(ev.body)
 		ev.body = nil
 		p.dropped++
 		if ev.req != nil && ev.req.ParseError == "" {
@@ -164,19 +128,8 @@ func (p *Pipeline) push(ev event) {
 	}
 	p.queued += len(ev.body)
 	p.queue = append(p.queue, ev)
-	urgent := p.queued >= p.deferLimit()
 	p.mu.Unlock()
-	if !urgent && p.deferring.Load() {
-		// Run drains this with the rest when it stops deferring; it takes the queue only
-		// after it has cleared the flag.
-		return
-	}
-	p.Wake()
-}
-
-// Wake tells the pipeline that the waiting function of WithWaiting may have turned false (push
-// also calls it for each event it queues). It never blocks.
-func (p *Pipeline) Wake() {
+	// A wake-up already pending covers this event too: Run takes the whole queue.
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -189,64 +142,21 @@ func (p *Pipeline) Run(ctx context.Context) {
 	defer close(p.done)
 	ticker := time.NewTicker(p.tick)
 	defer ticker.Stop()
-	// deferred fires maxWait after the pipeline first put off its work (see WithWaiting);
-	// deadline is its channel while it runs, nil otherwise.
-	var deferred *time.Timer
-	var deadline <-chan time.Time
-	drain := func() {
-		if deadline != nil {
-			deferred.Stop()
-			deadline = nil
-			p.deferring.Store(false)
-		}
-		p.drain()
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			drain()
+			p.drain()
 			p.warnDropped(true)
 			p.tracker.Close(p.now())
 			return
 		case <-p.wake:
-			if !p.holdBack() {
-				drain()
-			} else if deadline == nil {
-				if deferred == nil {
-					deferred = time.NewTimer(p.maxWait)
-				} else {
-					deferred.Reset(p.maxWait)
-				}
-				deadline = deferred.C
-				p.deferring.Store(true)
-			}
-		case <-deadline:
-			drain()
+			p.drain()
 		case <-ticker.C:
-			drain()
+			p.drain()
 			p.tracker.Tick(p.now())
-			if p.handled == 0 && p.busy && p.idle != nil {
-				p.idle()
-			}
-			p.busy, p.handled = p.handled > 0, 0
 		}
 	}
 }
-
-// holdBack reports whether the work queued should wait for clients waiting for their answers
-// (see WithWaiting): some are, and the queue holds less than deferLimit.
-func (p *Pipeline) holdBack() bool {
-	if p.waiting == nil || !p.waiting() {
-		return false
-	}
-	p.mu.Lock()
-	queued := p.queued
-	p.mu.Unlock()
-	return queued < p.deferLimit()
-}
-
-// deferLimit is how many body bytes may wait in the queue for a waiting client (WithWaiting).
-func (p *Pipeline) deferLimit() int { return p.budget / 4 }
 
 // Done is closed when Run has returned.
 func (p *Pipeline) Done() <-chan struct{} { return p.done }
@@ -271,14 +181,13 @@ func (p *Pipeline) drain() {
 			p.spare = batch
 			return
 		}
-		p.handled += len(batch)
 		for i := range batch {
 			n := len(batch[i].body)
 			p.handle(batch[i])
 			// Nothing handle keeps refers to the body (wire copies the text it keeps; a
-			// BodyCache keeps offsets and hashes), so it can go back to the proxy for a later
-			// exchange's copy. recycle_test.go checks it.
-			proxy.RecycleBody(batch[i].body)
+			// BodyCache keeps offsets and hashes), so a later exchange's copy may reuse it.
+			// recycle_test.go checks it.
+			p.bufs.Put(batch[i].body)
 			batch[i] = event{}
 			if n > 0 {
 				// Bodies count against the budget until decoded, not only while queued: a

@@ -31,6 +31,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// A Pipeline is what cctrace gives its proxy to observe exchanges with.
+var _ proxy.Observer = (*pipeline.Pipeline)(nil)
+
 // spans collects the tracker's output for the assertions below.
 type spans struct {
 	mu    sync.Mutex

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/replay"
 )
@@ -85,7 +86,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 }
 
 // poolSized copies b into a buffer shaped like the proxy's pooled copies: its capacity is a
-// power of two of 64 KiB or more, one of the pool classes proxy.RecycleBody takes back.
+// power of two of 64 KiB or more, one of the classes a bodybuf.Pool takes back.
 func poolSized(b []byte) []byte {
 	c := max(64<<10, 1<<bits.Len(uint(max(len(b), 1)-1)))
 	return append(make([]byte, 0, c), b...)
@@ -101,14 +102,15 @@ func scribble(b []byte) {
 }
 
 // TestRecycledBodiesStayDecoded checks what pipeline.drain relies on when it hands each body
-// back to the proxy (proxy.RecycleBody) once decoded: nothing the decoders produce or keep
+// back to the pool (WithBodyBuffers) once decoded: nothing the decoders produce or keep
 // refers to the raw bytes. Recorded requests and responses go through the pipeline (and the
 // requests through a wire.BodyCache); after each exchange its body buffers are overwritten with
 // junk, as the next exchange's copy would overwrite them, and in the end each decoded Body and
 // Response must still equal a decode of a pristine copy.
 func TestRecycledBodiesStayDecoded(t *testing.T) {
 	recorded := loadRecordedBodies(t)
-	p := pipeline.New(instrument.New(instrument.Sinks{}), pipeline.WithQueueBudget(1<<30))
+	p := pipeline.New(instrument.New(instrument.Sinks{}), pipeline.WithQueueBudget(1<<30),
+		pipeline.WithBodyBuffers(&bodybuf.Pool{}))
 	type decoded struct {
 		req  *wire.Request
 		resp *wire.Response

@@ -23,15 +23,15 @@ type boundedCopy struct {
 // errOverParseLimit is what take answers for a body over the copy's limit.
 var errOverParseLimit = errors.New("over the parse limit")
 
-// newBoundedCopy returns a copy bounded by limit, taking its share of budget (nil: none).
-// sizeHint is the body's Content-Length, or -1 when unknown; when it fits the limit the buffer
-// starts with room for that many bytes, taken from the body pools (see getBody), and the copy
-// reserves that buffer's capacity at once. A body that outgrows its buffer moves to a larger one
-// that append allocates; the pooled one is left to the garbage collector.
+// newBoundedCopy returns a copy bounded by limit, taking its share of budget (nil: none) and
+// its buffer from the budget's pool. sizeHint is the body's Content-Length, or -1 when unknown;
+// when it fits the limit the buffer starts with room for that many bytes, and the copy reserves
+// that buffer's capacity at once. A body that outgrows its buffer moves to a larger one that
+// append allocates.
 func newBoundedCopy(limit, sizeHint int64, budget *copyBudget) *boundedCopy {
 	c := &boundedCopy{limit: limit, budget: budget}
-	if sizeHint > 0 && sizeHint <= limit && c.reserve(bodyCap(sizeHint)) {
-		c.buf = getBody(sizeHint)
+	if sizeHint > 0 && sizeHint <= limit && c.reserve(budget.pool().Cap(sizeHint)) {
+		c.buf = budget.pool().Get(sizeHint)
 	}
 	return c
 }
@@ -94,10 +94,10 @@ func (c *boundedCopy) take() (body []byte, err error) {
 	return body, nil
 }
 
-// drop gives the buffer back to the body pools, as nothing will read it, and the copy's share of
-// the budget.
+// drop gives the buffer back to the pool, as nothing will read it, and the copy's share of the
+// budget.
 func (c *boundedCopy) drop() {
-	RecycleBody(c.buf)
+	c.budget.pool().Put(c.buf)
 	c.buf = nil
 	c.budget.release(c.held)
 	c.held = 0

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
 // copyBudget bounds the bytes of body copies a Proxy is making at once (see WithCopyBudget).
@@ -23,6 +24,7 @@ type copyBudget struct {
 	limit int64 // <= 0: no limit
 	small int64 // copies of at most this many bytes are always admitted (and counted)
 	log   *slog.Logger
+	bufs  *bodybuf.Pool // lends the copies their buffers; nil: each allocates its own
 
 	reserved atomic.Int64 // bytes held by copies in flight
 	refused  atomic.Int64 // copies refused since the last warning
@@ -62,6 +64,14 @@ func (b *copyBudget) reserve(n, own int64) (ok bool, others int64) {
 			return true, others
 		}
 	}
+}
+
+// pool returns the pool that lends the copies their buffers: nil, which allocates, when b is.
+func (b *copyBudget) pool() *bodybuf.Pool {
+	if b == nil {
+		return nil
+	}
+	return b.bufs
 }
 
 // release gives back n bytes a copy held. A nil b has nothing to give back.

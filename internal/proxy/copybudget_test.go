@@ -11,11 +11,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
-// newTestBudget returns a budget of limit bytes that logs to logs.
+// newTestBudget returns a budget of limit bytes that logs to logs, its copies' buffers lent by a
+// pool, as in cctrace.
 func newTestBudget(limit int64, logs io.Writer) *copyBudget {
-	return &copyBudget{limit: limit, log: slog.New(slog.NewTextHandler(logs, nil))}
+	return &copyBudget{limit: limit, log: slog.New(slog.NewTextHandler(logs, nil)), bufs: &bodybuf.Pool{}}
 }
 
 // checkReserved fails the test unless b holds want bytes.
@@ -257,7 +260,7 @@ func TestCopyBudgetThroughProxy(t *testing.T) {
 			upstreamErrs <- fmt.Errorf("upload %d: upstream received %d bytes (%v), not the %d sent", i, len(got), err, len(bodies[i]))
 		}
 		w.WriteHeader(http.StatusNoContent)
-	}), WithCopyBudget(budget))
+	}), WithCopyBudget(budget), WithBodyBuffers(&bodybuf.Pool{}))
 
 	// Start every upload, one after the other: each has reached the upstream (so the proxy has
 	// reserved its copy, or not) before the next starts. None has sent a byte of its body.

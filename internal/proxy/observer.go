@@ -7,9 +7,9 @@ import "github.com/cctrace/cctrace/instrument/wire"
 //
 // For every exchange, RequestRead is called exactly once, then ResponseDone exactly once.
 //
-// The body copies come from pools of buffers. An Observer that is done with a body (and keeps no
-// reference into it) may give it back, once, with RecycleBody, so that a later exchange's copy
-// does not allocate; one that never does only leaves more to the garbage collector.
+// The body copies are the Observer's. When the proxy has a pool of buffers (WithBodyBuffers), an
+// Observer that is done with a body (and keeps no reference into it) may give it back to that
+// pool, once, so that a later exchange's copy does not allocate.
 type Observer interface {
 	// RequestRead is called when the request body has been read to its end (or abandoned, or was
 	// found to be over the parse limit). req.Body is nil: decoding is the observer's job, off the

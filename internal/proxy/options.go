@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
 // DefaultParseLimit is how many bytes of a body the proxy copies for decoding unless
@@ -20,10 +22,12 @@ const DefaultParseLimit int64 = 32 << 20
 const DefaultMaxRequestBody int64 = 256 << 20
 
 // DefaultCopyBudget is how many bytes of body copies the proxy makes at once unless
-// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 8 MiB)
-// it keeps what body copies hold within the memory target of issue 6 (RSS at most 64 MB plus
-// 64 KB per stream), however many clients upload at once.
-const DefaultCopyBudget int64 = 8 << 20
+// WithCopyBudget says otherwise. Together with the pipeline's decode queue budget (also 6 MiB)
+// it bounds what body copies hold, however many clients upload at once. Both are sized for the
+// Go collector at its defaults, which lets the heap grow to twice what is live: a burst of large
+// uploads then keeps cctrace within its memory target, at the price of some bodies forwarded
+// without being decoded.
+const DefaultCopyBudget int64 = 6 << 20
 
 // config holds what the options set. Its zero value is not usable: newConfig fills the defaults.
 type config struct {
@@ -33,7 +37,7 @@ type config struct {
 	maxBody    int64 // 0: no limit
 	copyBudget int64 // <= 0: no limit
 	now        func() time.Time
-	answering  func() // nil: none
+	bodies     *bodybuf.Pool
 }
 
 // Option configures a Proxy built by New.
@@ -100,31 +104,29 @@ func WithMaxRequestBody(n int64) Option {
 }
 
 // WithCopyBudget bounds the bytes of request and response body copies (see WithParseLimit) that
-// the proxy makes at once, across all exchanges. A copy counts the capacity of its buffer (its
-// Content-Length rounded up to a pool size) from the moment its body starts to arrive, or, when
-// the length is unknown, the bytes copied so far; it stops counting once the Observer has it. A
-// body whose copy does not fit is forwarded in full as always, but not copied: the ParseError of
-// its wire.Request or wire.Response says so, and a warning is logged at most once a minute. A
-// copy is always made when no other is in flight, so one body larger than n is still decoded.
-// Nothing waits for room in the budget. Zero or a negative n means no limit. The default is
-// DefaultCopyBudget (8 MiB).
+// the proxy makes at once, across all exchanges. A copy counts its body's Content-Length from
+// the moment the body starts to arrive, or, when the length is unknown, the bytes copied so far;
+// it stops counting once the Observer has it. A body whose copy does not fit is forwarded in
+// full as always, but not copied: the ParseError of its wire.Request or wire.Response says so,
+// and a warning is logged at most once a minute. A copy is always made when no other is in
+// flight, so one body larger than n is still decoded. Nothing waits for room in the budget.
+// Zero or a negative n means no limit. The default is DefaultCopyBudget (6 MiB).
 func WithCopyBudget(n int64) Option {
 	return func(c *config) { c.copyBudget = n }
+}
+
+// WithBodyBuffers sets the pool the proxy takes the buffers of its body copies from. It gives
+// back those it lets go of itself (a body over the parse limit or the copy budget, or cut
+// short); the ones it hands to the Observer are the Observer's, to give back to the same pool
+// once decoded. The default, and what a nil pool means, is a buffer allocated for each copy.
+func WithBodyBuffers(pool *bodybuf.Pool) Option {
+	return func(c *config) { c.bodies = pool }
 }
 
 // WithClock sets the clock that stamps request, header, chunk and end times. The default, and
 // what a nil now means, is time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
-}
-
-// WithAnswering sets a function the proxy calls each time Proxy.Waiting drops to zero: the last
-// request waiting for its answer got its first byte (or ended without one). It runs on a
-// forwarding goroutine, so it must return at once; it is how work that can wait (decoding,
-// tracking) learns that it no longer competes with a client waiting for its first byte. The
-// default, and what a nil f means, is none.
-func WithAnswering(f func()) Option {
-	return func(c *config) { c.answering = f }
 }
 
 // defaultTransport is the transport WithTransport documents.

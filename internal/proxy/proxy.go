@@ -33,21 +33,10 @@ type Proxy struct {
 	cfg      config
 	rp       *httputil.ReverseProxy
 	lastID   atomic.Uint64
-	copies   copyBudget   // shared by every exchange's body copies
-	inFlight atomic.Int64 // requests being served
-	waiting  atomic.Int64 // requests whose answer has not begun
+	copies   copyBudget // shared by every exchange's body copies
 }
 
 var _ http.Handler = (*Proxy)(nil)
-
-// InFlight returns how many requests the proxy is serving: received and not yet answered to
-// their end.
-func (p *Proxy) InFlight() int64 { return p.inFlight.Load() }
-
-// Waiting returns how many requests are waiting for their answer to begin: received, and no
-// byte of the response body forwarded to the client yet (nor the exchange over). It is what a
-// client feels as time to first byte; see WithAnswering.
-func (p *Proxy) Waiting() int64 { return p.waiting.Load() }
 
 // New returns a Proxy that forwards to upstream, an absolute http or https URL. A base path in
 // upstream is kept: with upstream https://gw.example/anthropic, a request for /v1/messages goes
@@ -70,6 +59,7 @@ func New(upstream *url.URL, obs Observer, opts ...Option) (*Proxy, error) {
 	p.copies.limit = p.cfg.copyBudget
 	p.copies.small = smallCopy
 	p.copies.log = p.cfg.logger
+	p.copies.bufs = p.cfg.bodies
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.cfg.transport,
@@ -99,9 +89,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		defer r.Body.Close()
 	}
-	p.inFlight.Add(1)
-	defer p.inFlight.Add(-1)
-	p.waiting.Add(1)
 	x := &exchange{
 		p: p,
 		req: &wire.Request{
@@ -116,7 +103,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	x.resp.ExchangeID = x.req.ExchangeID
-	defer x.answering()
 
 	if r.Method == http.MethodConnect {
 		// cctrace forwards to its one upstream and is nobody's forward proxy: there is nothing
@@ -171,16 +157,10 @@ func (p *Proxy) rejectTooLarge(w http.ResponseWriter, r *http.Request, x *exchan
 	x.resp.ErrorMessage = msg
 }
 
-// rewrite points the outbound request at the upstream, and puts the exchange's outBody where
-// ReverseProxy put its own wrapper of the tapped body (see sendbody.go). X-Forwarded-* are left
-// off on purpose: cctrace is the client's own local proxy, not a gateway the upstream should
-// know about.
+// rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
+// cctrace is the client's own local proxy, not a gateway the upstream should know about.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
-	if x := exchangeFrom(pr.In.Context()); x != nil && x.reqTap != nil && pr.Out.Body != nil {
-		x.out.tap = x.reqTap
-		pr.Out.Body = &x.out
-	}
 }
 
 // modifyResponse records the response headers and installs the response body tap.
@@ -189,14 +169,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if x == nil {
 		return nil
 	}
-	// The Observer hears of the request now, unless sendTo is writing the body's last bytes
-	// from the copy: its end hands the copy over the moment that write returns (onEnd). Taking
-	// it here instead makes finish clone the copy, on the way to the client's first byte; on
-	// 2 CPUs the answer arrived before the writing goroutine ran again in 7-10 % of requests.
-	// responseDone still reports the request first if the write has not returned by then.
-	if x.reqTap == nil || !x.reqTap.sendingLast() {
-		x.requestRead()
-	}
+	x.requestRead()
 	x.resp.Status = res.StatusCode
 	x.resp.HeaderTime = p.cfg.now()
 	x.resp.RequestID = res.Header.Get("Request-Id")
@@ -204,9 +177,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	x.resp.ContentEncoding = res.Header.Get("Content-Encoding")
 	x.resp.Streamed = isEventStream(x.resp.ContentType)
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser). The tunnel may
-		// stay open for long; its answer has begun.
-		x.answering()
+		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser).
 		return nil
 	}
 	if x.resp.Streamed && isIdentity(x.resp.ContentEncoding) {
@@ -227,14 +198,9 @@ func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
 	if x != nil && x.reqTap != nil && x.reqTap.overLimit() {
 		// The body passed the size limit while it was being sent: the upstream request was
 		// dropped on purpose.
-		if tw, ok := w.(*responseTap); ok {
-			if tw.wroteHeader {
-				return
-			}
-			tw.wroteHeader = true
-			w = tw.ResponseWriter
+		if w, ok := errorWriter(w); ok {
+			p.rejectTooLarge(w, r, x, "request body")
 		}
-		p.rejectTooLarge(w, r, x, "request body")
 		return
 	}
 	if x != nil {
@@ -257,15 +223,24 @@ func (p *Proxy) handleError(w http.ResponseWriter, r *http.Request, err error) {
 		p.cfg.logger.Warn("upstream unreachable",
 			"exchange", id, "method", r.Method, "path", r.URL.Path, "upstream", p.upstream.Redacted(), "err", err)
 	}
-
-	if tw, ok := w.(*responseTap); ok {
-		if tw.wroteHeader {
-			return
-		}
-		tw.wroteHeader = true
-		w = tw.ResponseWriter
+	if w, ok := errorWriter(w); ok {
+		writeAPIError(w, http.StatusBadGateway, "proxy_error", "cctrace: upstream unreachable: "+err.Error())
 	}
-	writeAPIError(w, http.StatusBadGateway, "proxy_error", "cctrace: upstream unreachable: "+err.Error())
+}
+
+// errorWriter returns the writer the proxy answers an error of its own on: the client's, past
+// the tap, which counts only what the upstream sent. It reports false when an answer has begun
+// (its headers are out), and nothing more can be said.
+func errorWriter(w http.ResponseWriter) (http.ResponseWriter, bool) {
+	tw, ok := w.(*responseTap)
+	if !ok {
+		return w, true
+	}
+	if tw.wroteHeader {
+		return nil, false
+	}
+	tw.wroteHeader = true
+	return tw.ResponseWriter, true
 }
 
 // writeAPIError answers with an Anthropic-style JSON error and returns the body's length.
@@ -310,7 +285,6 @@ type exchange struct {
 
 	req     *wire.Request
 	reqTap  *requestTap // nil when the request had no body
-	out     outBody     // what the transport reads reqTap through
 	reqOnce sync.Once
 
 	resp         wire.Response
@@ -320,20 +294,6 @@ type exchange struct {
 	tooLarge     bool                // answered 413 by the proxy itself: resp is filled already
 	readErr      error               // reading the upstream body failed
 	bodyEnded    bool                // the upstream body was read to its end
-	answered     bool                // no longer counted in Proxy.Waiting
-}
-
-// answering takes the exchange out of Proxy.Waiting, once: its answer's first byte went to the
-// client, or the exchange is over without one. When no other request is waiting it calls the
-// WithAnswering function.
-func (x *exchange) answering() {
-	if x.answered {
-		return
-	}
-	x.answered = true
-	if x.p.waiting.Add(-1) == 0 && x.p.cfg.answering != nil {
-		x.p.cfg.answering()
-	}
 }
 
 // requestRead hands the request to the Observer, once.

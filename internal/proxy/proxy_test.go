@@ -494,34 +494,3 @@ func TestInformationalResponse(t *testing.T) {
 		t.Errorf("observed %+v with body %q", *rec.resp, rec.respBody)
 	}
 }
-
-// TestInFlight checks that InFlight counts a request from its arrival to the end of its answer.
-func TestInFlight(t *testing.T) {
-	release := make(chan struct{})
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-release
-		_, _ = io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
-	}))
-	if n := h.proxy.InFlight(); n != 0 {
-		t.Fatalf("InFlight before any request = %d", n)
-	}
-	res, err := h.client.Post(h.proxyURL+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","messages":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := h.proxy.InFlight(); n != 1 {
-		t.Errorf("InFlight while the stream is open = %d, want 1", n)
-	}
-	close(release)
-	readAll(t, res.Body)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.proxy.InFlight() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if n := h.proxy.InFlight(); n != 0 {
-		t.Errorf("InFlight after the answer ended = %d, want 0", n)
-	}
-}

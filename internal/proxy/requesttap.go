@@ -30,13 +30,6 @@ type requestTap struct {
 	err      error
 	tooLarge bool // the body went past maxBody
 	finished bool
-	// sending is set while sendTo reads a chunk into the copy's buffer or writes it from
-	// there (readDirect to sent); lent is the buffer finish let go of meanwhile, which sent
-	// gives back to the pool once the chunk is written. direct counts the bytes sendTo read
-	// straight into the copy.
-	sending bool
-	lent    []byte
-	direct  int64
 }
 
 // newRequestTap returns a tap on rc whose copy is bounded by limit and takes its share of budget
@@ -88,18 +81,6 @@ func (t *requestTap) Read(p []byte) (int, error) {
 	if !t.finished {
 		t.copy.add(p[:n])
 	}
-	err = t.readDone(err)
-	t.mu.Unlock()
-	t.readMu.Unlock()
-	if err != nil {
-		t.onEnd()
-	}
-	return n, err
-}
-
-// readDone records how a read of the client's body ended and returns the error to answer it
-// with: io.EOF also once the body is known to be over. mu must be held.
-func (t *requestTap) readDone(err error) error {
 	switch {
 	case err == io.EOF:
 		t.eof = true
@@ -109,7 +90,12 @@ func (t *requestTap) readDone(err error) error {
 	if err == nil && t.ended() {
 		err = io.EOF
 	}
-	return err
+	t.mu.Unlock()
+	t.readMu.Unlock()
+	if err != nil {
+		t.onEnd()
+	}
+	return n, err
 }
 
 // overLimit reports whether the body went past the proxy's maximum request size.
@@ -156,10 +142,10 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	whole := t.ended()
 	switch {
 	case t.err != nil:
-		t.dropCopy()
+		t.copy.drop()
 		return nil, size, fmt.Sprintf("reading request body: %v (%d bytes forwarded)", t.err, size)
 	case !whole:
-		t.dropCopy()
+		t.copy.drop()
 		return nil, size, fmt.Sprintf("request body not read to its end (%d bytes forwarded)", size)
 	}
 	// The copy now belongs to the Observer: the tap lives as long as the response, and holding
@@ -171,22 +157,5 @@ func (t *requestTap) finish() (body []byte, size int64, parseErr string) {
 	case err != nil:
 		return nil, size, err.Error()
 	}
-	if t.sending && b != nil {
-		// sendTo is still writing the body's last bytes to the upstream from this buffer, and
-		// the exchange cannot wait for that write to hand the body over (modifyResponse does,
-		// see sendingLast): its answer ended or failed first. The Observer, which may give its
-		// copy back to the pool for another exchange to fill, gets one of its own.
-		t.lent = b
-		b = append(getBody(int64(len(b))), b...)
-	}
 	return b, size, ""
-}
-
-// dropCopy lets the copy go. While sendTo has a chunk of its buffer in hand the buffer stays
-// the tap's, and sent gives it back to the pool. mu must be held.
-func (t *requestTap) dropCopy() {
-	if t.sending {
-		t.lent, t.copy.buf = t.copy.buf, nil
-	}
-	t.copy.drop()
 }

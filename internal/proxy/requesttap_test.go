@@ -1,10 +1,16 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -130,4 +136,110 @@ func TestRequestTapNeverReadsPastTheEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readSizes is a client body that remembers the largest buffer it was asked to fill.
+type readSizes struct {
+	io.ReadCloser
+	mu      sync.Mutex
+	largest int
+}
+
+func (r *readSizes) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	r.largest = max(r.largest, len(p))
+	r.mu.Unlock()
+	return r.ReadCloser.Read(p)
+}
+
+// TestRequestBodiesThroughProxy sends bodies of many sizes, around the transport's 32 KiB copy
+// buffer and sendChunk, through the proxy to a plain-HTTP upstream: each must arrive byte for
+// byte, and the Observer must get the same bytes. The bodies over 32 KiB must have been read in
+// pieces larger than the transport's own loop asks for: that is how it shows that the transport
+// still hands them to upstreamConn.ReadFrom.
+func TestRequestBodiesThroughProxy(t *testing.T) {
+	var mu sync.Mutex
+	received := map[string]uint32{}
+	up, err := url.Parse(startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		received[r.URL.Query().Get("n")] = crc32.ChecksumIEEE(b)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"type":"message","id":"msg_%d"}`, len(b))
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	p, err := New(up, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads []*readSizes
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs := &readSizes{ReadCloser: r.Body}
+		mu.Lock()
+		reads = append(reads, rs)
+		mu.Unlock()
+		r.Body = rs
+		p.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	defer p.cfg.transport.(*http.Transport).CloseIdleConnections()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+
+	sizes := []int{1, 100, 32<<10 - 1, 32 << 10, 32<<10 + 1, sendChunk - 1, sendChunk, sendChunk + 1, 1<<20 + 3, 3 << 20}
+	send := func(t *testing.T, seed uint64, n int) (largestRead int) {
+		t.Helper()
+		body := numberedBody(seed, n)
+		res, err := client.Post(fmt.Sprintf("%s/v1/messages?n=%d", front.URL, n), "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got := readAll(t, res.Body)
+		if want := fmt.Sprintf(`{"type":"message","id":"msg_%d"}`, n); string(got) != want {
+			t.Errorf("%d bytes: the upstream answered %q, want %q", n, got, want)
+		}
+		ex := rec.next(t)
+		mu.Lock()
+		crc, largest := received[fmt.Sprint(n)], reads[len(reads)-1].largest
+		mu.Unlock()
+		if crc != crc32.ChecksumIEEE(body) {
+			t.Errorf("%d bytes: the upstream did not receive the body that was sent", n)
+		}
+		if !bytes.Equal(ex.reqBody, body) || ex.req.BodySize != int64(n) || ex.req.ParseError != "" {
+			t.Errorf("%d bytes: the Observer got %d bytes (equal: %v), size %d, parse error %q", n,
+				len(ex.reqBody), bytes.Equal(ex.reqBody, body), ex.req.BodySize, ex.req.ParseError)
+		}
+		return largest
+	}
+	t.Run("send buffers free", func(t *testing.T) {
+		for i, n := range sizes {
+			if largest := send(t, uint64(i+1), n); n > 64<<10 && largest <= 32<<10 {
+				t.Errorf("%d bytes: the client's body was read at most %d bytes at a time: not through upstreamConn.ReadFrom", n, largest)
+			}
+		}
+	})
+	t.Run("every send buffer in use", func(t *testing.T) {
+		var held [][]byte
+		for range cap(sendBuffers) {
+			held = append(held, <-sendBuffers)
+		}
+		defer func() {
+			for _, b := range held {
+				sendBuffers <- b
+			}
+		}()
+		for i, n := range sizes {
+			if largest := send(t, uint64(100+i), n); largest > 32<<10 {
+				t.Errorf("%d bytes: the client's body was read %d bytes at a time with no send buffer free", n, largest)
+			}
+		}
+	})
 }

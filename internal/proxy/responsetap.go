@@ -39,7 +39,6 @@ func (t *responseTap) WriteHeader(code int) {
 }
 
 // Write forwards p to the client; for an event stream it then flushes and only then decodes.
-// The first byte forwarded ends the exchange's wait for its answer (Proxy.Waiting).
 func (t *responseTap) Write(p []byte) (int, error) {
 	t.wroteHeader = true
 	n, err := t.ResponseWriter.Write(p)
@@ -47,17 +46,15 @@ func (t *responseTap) Write(p []byte) (int, error) {
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
 	}
+	// An event stream is flushed here, before its chunk is decoded; ReverseProxy flushes other
+	// bodies as soon as this returns.
 	if d := t.x.decoder; d != nil && n > 0 {
 		if err == nil {
 			if ferr := t.rc.Flush(); ferr != nil && t.writeErr == nil {
 				t.writeErr = ferr
 			}
 		}
-		t.x.answering()
 		d.Write(p[:n], t.x.p.cfg.now())
-	} else if n > 0 {
-		// ReverseProxy flushes other bodies as soon as this returns.
-		t.x.answering()
 	}
 	return n, err
 }

@@ -18,7 +18,7 @@ func Line(t *Turn) string { return string(appendLine(nil, t)) }
 // reuses, so that printing a line does not allocate.
 func appendLine(b []byte, t *Turn) []byte {
 	b = append(b, "cctrace "...)
-	b = append(b, shortID(t.SessionID)...)
+	b = append(b, ShortID(t.SessionID)...)
 	b = append(b, " turn "...)
 	b = strconv.AppendInt(b, int64(t.Index), 10)
 	if t.Compaction != "" {
@@ -104,7 +104,7 @@ func (s *Store) WriteSummary(w io.Writer) error {
 			continue // nothing but free probes, e.g. count_tokens outside any session
 		}
 		n++
-		id := shortID(st.ID)
+		id := ShortID(st.ID)
 		if _, err := fmt.Fprintf(w, "cctrace session %s: %s\n", id, totalsText(st)); err != nil {
 			return fmt.Errorf("writing summary: %w", err)
 		}
@@ -290,7 +290,9 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func shortID(id string) string {
+// ShortID is how a session or trace ID is shown to a person: its first 8 characters, enough to
+// tell the sessions of a machine apart, or "-" when there is none.
+func ShortID(id string) string {
 	if id == "" {
 		return "-"
 	}

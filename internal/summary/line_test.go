@@ -13,7 +13,7 @@ import (
 
 func fmtLine(t *Turn) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cctrace %s turn %d", shortID(t.SessionID), t.Index)
+	fmt.Fprintf(&b, "cctrace %s turn %d", ShortID(t.SessionID), t.Index)
 	if t.Compaction != "" {
 		fmt.Fprintf(&b, " (/compact %s)", t.Compaction)
 	}

@@ -163,7 +163,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: fmt.Sprintf("No session %q: it was never seen, or cctrace restarted since.", id)})
 		return
 	}
-	p := page{Title: "session " + shortID(id), Poll: true, Now: h.now(), Session: &s, TraceUI: h.traceUI.Name()}
+	p := page{Title: "session " + summary.ShortID(id), Poll: true, Now: h.now(), Session: &s, TraceUI: h.traceUI.Name()}
 	for _, t := range h.store.Turns(id) {
 		p.Turns = append(p.Turns, h.turnRow(t))
 		p.Live = p.Live || t.Running()
@@ -179,7 +179,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.now()
 	row := h.turnRow(t)
-	p := page{Title: fmt.Sprintf("turn %d · session %s", t.Index, shortID(t.SessionID)), Now: now, Turn: &row, TraceUI: h.traceUI.Name()}
+	p := page{Title: fmt.Sprintf("turn %d · session %s", t.Index, summary.ShortID(t.SessionID)), Now: now, Turn: &row, TraceUI: h.traceUI.Name()}
 	p.Spans, p.Axis = waterfall(t, now)
 	for _, s := range p.Spans {
 		p.Live = p.Live || s.Running
@@ -289,16 +289,6 @@ func sessionPath(id string) string {
 	return "/sessions/" + id
 }
 
-func shortID(id string) string {
-	if id == "" {
-		return "(none)"
-	}
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
-}
-
 // duration formats seconds for the page: milliseconds below one second, where summary.Seconds
 // would round most spans of a fast turn to "0.0s".
 func duration(s float64) string {
@@ -310,7 +300,7 @@ func duration(s float64) string {
 
 var funcs = template.FuncMap{
 	"duration": duration,
-	"short":    shortID,
+	"short":    summary.ShortID,
 	"count":    summary.Count,
 	"dollars":  summary.Dollars,
 	"percent":  summary.Percent,
