@@ -89,7 +89,12 @@ func (f *fuzzSession) request() {
 	if req.Endpoint == wire.EndpointMessages && r.next(6) != 0 {
 		req.Body = body(c.model, c.tools, msgs)
 		req.Body.System.Subagent = c.agentID != "" && r.next(2) == 0
-		req.Body.TaskNotification = r.next(8) == 0
+		if r.next(8) == 0 && len(msgs) > 0 {
+			// The newest message only reports a finished background task.
+			req.Body.TaskNotification = true
+			msgs[len(msgs)-1] = reminderOnly()
+			msgs[len(msgs)-1].Synthetic = wire.SyntheticTaskNotification
+		}
 		req.Body.PlanMode = r.next(4) == 0
 	} else if req.Endpoint == wire.EndpointMessages && r.next(2) == 0 {
 		// Forwarded without its body decoded (a memory budget was full), large or small.

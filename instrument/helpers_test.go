@@ -263,7 +263,8 @@ func body(model string, tools int, msgs []wire.Message) *wire.Body {
 }
 
 func user(text string) wire.Message {
-	return wire.Message{Role: wire.RoleUser, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockText: 1}), HumanText: true, Text: text}
+	return wire.Message{Role: wire.RoleUser, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockText: 1}), HumanText: true, Text: text,
+		Synthetic: wire.SyntheticText(text)}
 }
 
 func reminderOnly() wire.Message {

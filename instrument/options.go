@@ -95,7 +95,8 @@ func WithPricing(price func(model string, u wire.Usage) (usd float64, ok bool)) 
 // WithReplica says the tracker runs in one of several cctrace replicas behind a load balancer
 // that keeps each session on one replica while it can. A session moves when its replica stops or
 // replicas are added, and the replica it moves to carries the open turn on in the same trace. So
-// a turn whose next request does not come here within the turn idle timeout, or before shutdown,
-// went on elsewhere: it ends as OutcomeHandedOff rather than as an idle timeout or a shutdown.
+// a turn whose next request does not come here within the turn idle timeout (or the error
+// timeout, after a failed or abandoned request), or before shutdown, went on elsewhere: it ends
+// as OutcomeHandedOff rather than as an idle timeout, an error, an interruption or a shutdown.
 // (A replica cannot tell a session that moved from one that stopped: both end so.) Default off.
 func WithReplica() Option { return func(c *config) { c.replica = true } }

@@ -224,36 +224,3 @@ invoke_agent claude-code [turn=1 outcome=end_turn req=7 tools=4 tool_errors=1 su
   chat claude-sonnet-4-6 [kind=tool_results stop=end_turn]
 `)
 }
-
-// TestSyntheticKinds: each kind of text Claude Code writes itself is recognised by how it begins
-// (docs/wire.md, "Texts no person typed"); human text and text that merely mentions a marker are
-// not.
-func TestSyntheticKinds(t *testing.T) {
-	for text, want := range map[string]Synthetic{
-		"Your response above was cut off mid-stream. Resume directly":                                   SyntheticCutOff,
-		"Your response above was cut off mid-stream and only your next message is delivered.":           SyntheticCutOff,
-		"Output token limit hit. Resume directly":                                                       SyntheticOutputLimit,
-		"[Your previous response reached the output limit with no visible output.":                      SyntheticOutputLimit,
-		"Stop hook feedback:\n[check.sh]: say goodbye":                                                  SyntheticHookFeedback,
-		"TaskCompleted hook feedback:\nmore":                                                            SyntheticHookFeedback,
-		"[Request interrupted by user]\n":                                                               SyntheticInterrupt,
-		"[Request interrupted: the session ended before this agent finished. Nobody asked it to stop.]": SyntheticInterrupt,
-		"[structured-output-enforce] You MUST call the StructuredOutput tool":                           SyntheticCorrection,
-		"[Your previous response had no visible output. Please continue":                                SyntheticCorrection,
-		"Your response above was stopped by a safety classifier":                                        SyntheticSafetyStop,
-		"[SCHEDULED TASK - AUTOMATED FIRING OF A CONFIGURED PROMPT]\nThis turn was started":             SyntheticScheduled,
-		"CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.":                                      SyntheticCompaction,
-		"  Output token limit hit.":                                                                     SyntheticOutputLimit,
-		"Fix the tests":                                                                                 "",
-		"Why did I get 'Output token limit hit'?":                                                       "",
-	} {
-		m := user(text)
-		if got := syntheticKind(&wire.Body{}, &m); got != want {
-			t.Errorf("%q: kind %q, want %q", text, got, want)
-		}
-	}
-	m := reminderOnly()
-	if got := syntheticKind(&wire.Body{TaskNotification: true}, &m); got != SyntheticTaskNotification {
-		t.Errorf("a task notification: kind %q", got)
-	}
-}

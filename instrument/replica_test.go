@@ -1,8 +1,12 @@
 package instrument
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/replay"
 )
 
 // TestReplicaHandsOffTurns: behind a load balancer, a turn whose next request never comes to this
@@ -47,5 +51,74 @@ invoke_agent claude-code [turn=1 outcome=shutdown req=1 tools=1 in=10 out=1]
 			tc.stop(c)
 			c.check(tc.want)
 		})
+	}
+}
+
+// TestTurnMovesToAnotherReplica replays recorded sessions split between two trackers, as when a
+// session's replica dies or is rolled mid-turn and the load balancer sends the rest to another:
+// the part the second one sees goes on in the same trace (its trigger says it did not see the
+// turn's start), and a turn counts its requests once between the two. (A subagent's request
+// that a replica sees before any of its parent turn's is a trace of its own: nothing in it names
+// the turn.)
+func TestTurnMovesToAnotherReplica(t *testing.T) {
+	for _, tc := range []struct {
+		session string
+		split   int // exchanges the first replica sees
+	}{
+		{"tool_roundtrip", 1},
+		{"parallel_tools", 1},
+		{"stream_cut", 1},
+	} {
+		t.Run(tc.session, func(t *testing.T) {
+			exchanges, err := replay.Load(filepath.Join("../testdata/claude-code", tc.session))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seed uint64
+			ids := WithIDSource(func() uint64 { seed++; return seed })
+			a, b := newRecorder(t), newRecorder(t)
+			ta, tb := New(a, ids, WithReplica()), New(b, ids, WithReplica())
+			replay.Play(ta, exchanges[:tc.split])
+			replay.Play(tb, exchanges[tc.split:])
+			end := exchanges[len(exchanges)-1].Response.End
+			ta.Tick(end.Add(time.Hour))
+			tb.Tick(end.Add(time.Hour))
+			ta.Close(end.Add(2 * time.Hour))
+			tb.Close(end.Add(2 * time.Hour))
+			var roots []*Span
+			for _, s := range append(a.spans, b.spans...) {
+				if s.Kind == KindTurn {
+					roots = append(roots, s)
+				}
+			}
+			if len(roots) != 2 || roots[0].TraceID != roots[1].TraceID {
+				t.Fatalf("turn roots %v: want two parts of one trace\nfirst replica:\n%s\nsecond:\n%s", roots, a.traces(), b.traces())
+			}
+			first, second := roots[0].Turn, roots[1].Turn
+			if first.Outcome != OutcomeHandedOff || second.Trigger == TriggerPrompt || second.Outcome != "end_turn" {
+				t.Errorf("first part %s, second part %s from %s", first.Outcome, second.Outcome, second.Trigger)
+			}
+			if first.Requests+second.Requests != len(exchanges) {
+				t.Errorf("requests %d + %d, recorded %d", first.Requests, second.Requests, len(exchanges))
+			}
+		})
+	}
+}
+
+// TestColdReplicaPicksUpTheCurrentTurn: a cctrace started while a long session runs (a new
+// replica, or a restart) traces the turn in progress and nothing of the history before it.
+func TestColdReplicaPicksUpTheCurrentTurn(t *testing.T) {
+	exchanges, err := replay.Load("../testdata/claude-code/compaction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(t)
+	tr := New(rec)
+	last := exchanges[len(exchanges)-1:]
+	replay.Play(tr, last)
+	tr.Tick(last[0].Response.End.Add(time.Minute))
+	got := rec.traces()
+	if strings.Count(got, "invoke_agent") != 1 || !strings.Contains(got, "turn=1 outcome=end_turn req=1") {
+		t.Errorf("a cold start at the session's last prompt:\n%s", got)
 	}
 }

@@ -57,37 +57,20 @@ const (
 )
 
 // Synthetic names a kind of user-role text that Claude Code writes itself rather than a person
-// typing it (docs/wire.md lists each with its text). The zero value is human text, or none.
-type Synthetic string
+// typing it: wire.Synthetic, which recognises them.
+type Synthetic = wire.Synthetic
 
-// Kinds of synthetic user text that open or continue a turn.
+// Kinds of synthetic user text (see wire.Synthetic).
 const (
-	// SyntheticCutOff asks the model to resume an answer whose stream was cut mid-way ("Your
-	// response above was cut off mid-stream.").
-	SyntheticCutOff Synthetic = "cut_off"
-	// SyntheticOutputLimit asks the model to go on after an answer ran out of output tokens
-	// ("Output token limit hit.").
-	SyntheticOutputLimit Synthetic = "output_limit"
-	// SyntheticHookFeedback carries what a Stop (or TeammateIdle, TaskCreated, TaskCompleted)
-	// hook said when it blocked the end of a turn ("Stop hook feedback:").
-	SyntheticHookFeedback Synthetic = "hook_feedback"
-	// SyntheticTaskNotification reports that a background task, such as a background subagent,
-	// finished (<task-notification>).
-	SyntheticTaskNotification Synthetic = "task_notification"
-	// SyntheticInterrupt says the user interrupted the turn ("[Request interrupted by user");
-	// what the user typed next comes with it, so it always starts a new turn.
-	SyntheticInterrupt Synthetic = "interrupt"
-	// SyntheticCorrection asks the model to redo an answer Claude Code could not use: a
-	// malformed tool call, no visible output, a turn-ending call beside a failed one, a missing
-	// StructuredOutput or SendUserMessage call, links it did not send.
-	SyntheticCorrection Synthetic = "correction"
-	// SyntheticSafetyStop says a safety classifier stopped the answer.
-	SyntheticSafetyStop Synthetic = "safety_stop"
-	// SyntheticScheduled is a prompt the user configured to fire on a schedule.
-	SyntheticScheduled Synthetic = "scheduled"
-	// SyntheticCompaction asks for the summary of a compaction ("CRITICAL: Respond with TEXT
-	// ONLY").
-	SyntheticCompaction Synthetic = "compaction"
+	SyntheticCutOff           = wire.SyntheticCutOff
+	SyntheticOutputLimit      = wire.SyntheticOutputLimit
+	SyntheticHookFeedback     = wire.SyntheticHookFeedback
+	SyntheticTaskNotification = wire.SyntheticTaskNotification
+	SyntheticInterrupt        = wire.SyntheticInterrupt
+	SyntheticCorrection       = wire.SyntheticCorrection
+	SyntheticSafetyStop       = wire.SyntheticSafetyStop
+	SyntheticScheduled        = wire.SyntheticScheduled
+	SyntheticCompaction       = wire.SyntheticCompaction
 )
 
 // StatusCode is the outcome of a span. The zero value is StatusUnset.

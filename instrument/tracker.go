@@ -189,12 +189,14 @@ func (t *Tracker) Tick(now time.Time) {
 		if tr := sess.turn; tr != nil && !tr.deadline.IsZero() && now.After(tr.deadline) {
 			outcome := OutcomeIdleTimeout
 			switch {
+			case t.cfg.replica:
+				// Whatever it waited for (tool results, a retry, the next prompt after an
+				// interruption) may have gone to another replica.
+				outcome = OutcomeHandedOff
 			case tr.canceled:
 				outcome = OutcomeInterrupted
 			case tr.failed:
 				outcome = OutcomeError
-			case t.cfg.replica:
-				outcome = OutcomeHandedOff
 			}
 			t.endTurn(sess, tr.lastSeen, outcome, "")
 		}

@@ -1,6 +1,7 @@
 package instrument
 
 import (
+	"crypto/sha256"
 	"strings"
 	"time"
 
@@ -107,7 +108,7 @@ func (t *Tracker) startConversational(ex *exchange) {
 	}
 	ex.chain = ch
 	last := lastConversational(body)
-	chat.Synthetic = syntheticKind(body, last)
+	chat.Synthetic = syntheticKind(last)
 	interrupted, matched := t.closeTools(sess, body, req.Time)
 	// After an answer that began and was cut before it stopped (an error event, the upstream or
 	// the client ending the stream), Claude Code sends the same request again (a retry, below)
@@ -219,7 +220,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		ToolFailures: make(map[string]int),
 	}
 	tr.root = Span{
-		TraceID:   t.traceID(),
+		TraceID:   t.turnTraceID(sess, ex.span.Chat.Request.Body),
 		ID:        t.spanID(),
 		Kind:      KindTurn,
 		Name:      t.names.join("invoke_agent ", sess.agent),
@@ -252,6 +253,31 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		t.emitLate(o)
 	}
 	return tr
+}
+
+// turnTraceID returns the trace id of a turn that body (the first request of it the tracker
+// sees) goes on with: a hash of the session, the conversation's first human text and the index
+// of the message that opened the turn (wire.Body.TurnOpener). Every request of a turn carries
+// them, so a cctrace that picks a session up mid-turn (another replica, or this one after a
+// restart) puts its part of the turn in the same trace. Without them (a body not decoded, no
+// message that opens a turn) the id is random.
+func (t *Tracker) turnTraceID(sess *session, body *wire.Body) TraceID {
+	if body == nil || body.TurnOpener < 0 {
+		return t.traceID()
+	}
+	h := sha256.New()
+	var n [8]byte
+	_, _ = h.Write([]byte(sess.id))
+	putUint64(n[:], body.FirstHumanTextHash)
+	_, _ = h.Write(n[:])
+	putUint64(n[:], uint64(body.TurnOpener))
+	_, _ = h.Write(n[:])
+	var id TraceID
+	copy(id[:], h.Sum(nil))
+	if !id.IsValid() {
+		return t.traceID()
+	}
+	return id
 }
 
 // endTurn ends the open turn of sess at end with outcome; tools still waiting for results end

@@ -429,6 +429,7 @@ func (p *bodyParser) message() {
 	text.pendingTo = len(p.pending)
 	if m.Role == RoleUser {
 		m.HumanText = text.human != nil
+		m.Synthetic = syntheticOf(text.human, text.taskNotification)
 	}
 	p.out.Messages = append(p.out.Messages, m)
 	p.msgs = append(p.msgs, text)
@@ -748,7 +749,23 @@ func (p *bodyParser) finish() {
 			msgs[last].Text = unquotePrefix(raw, HumanTextLimit)
 		}
 	}
+	p.out.TurnOpener = turnOpener(msgs)
 	p.out.MetadataSessionID = p.metadataSessionID(p.out.UserID)
+}
+
+// turnOpener returns Body.TurnOpener of msgs.
+func turnOpener(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		switch {
+		case m.Role != RoleUser || !opensTurns(m.Synthetic):
+		case m.Blocks.Get(BlockToolResult) > 0 && m.Synthetic != SyntheticInterrupt:
+			// Tool results, with any text the user queued while the tools ran.
+		case m.HumanText || m.Synthetic != "":
+			return i
+		}
+	}
+	return -1
 }
 
 // lastAssistant returns the index of the last assistant message, -1 when there is none.

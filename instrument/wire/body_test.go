@@ -138,6 +138,7 @@ func TestParseBodyFixtures(t *testing.T) {
 				FirstHumanTextHash: HashText(continued),
 				CompactCommand:     true,
 				PlanMode:           true,
+				TurnOpener:         1,
 			},
 		},
 	}
@@ -169,8 +170,8 @@ func TestParseBodyCases(t *testing.T) {
 			name: "empty object",
 			body: `{}`,
 			check: func(t *testing.T, b *Body) {
-				if !reflect.DeepEqual(*b, Body{}) {
-					t.Errorf("got %+v, want zero Body", *b)
+				if !reflect.DeepEqual(*b, Body{TurnOpener: -1}) {
+					t.Errorf("got %+v, want an empty Body", *b)
 				}
 			},
 		},
@@ -255,7 +256,7 @@ func TestParseBodyCases(t *testing.T) {
 			name: "output format, thinking disabled, null fields",
 			body: `{"model":null,"max_tokens":1.5,"stream":null,"thinking":{"type":"disabled"},"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}},"context_management":null,"tools":null,"system":null,"metadata":{"user_id":null}}`,
 			check: func(t *testing.T, b *Body) {
-				want := Body{Thinking: "disabled", OutputFormat: "json_schema", Tools: ToolsInfo{Present: true}}
+				want := Body{Thinking: "disabled", OutputFormat: "json_schema", Tools: ToolsInfo{Present: true}, TurnOpener: -1}
 				if !reflect.DeepEqual(*b, want) {
 					t.Errorf("got %+v, want %+v", *b, want)
 				}

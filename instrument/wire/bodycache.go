@@ -104,9 +104,10 @@ type checkpoint struct {
 // finish leaves of it when it comes before the last assistant message, and the flags of its
 // text. 36 bytes, against the 120 of a Message and the 64 of its text.
 type pastMessage struct {
-	blocks BlockCounts
-	role   uint8 // index in pastRoles
-	flags  uint8 // pastHumanText, pastPlanMode, …
+	blocks    BlockCounts
+	role      uint8 // index in pastRoles
+	flags     uint8 // pastHumanText, pastPlanMode, …
+	synthetic uint8 // index in syntheticKinds
 }
 
 // pastRoles are the roles parseRole returns.
@@ -133,6 +134,11 @@ func toPast(m *Message, t *messageText) pastMessage {
 			pm.flags |= flag
 		}
 	}
+	for i, k := range syntheticKinds {
+		if m.Synthetic == k {
+			pm.synthetic = uint8(i)
+		}
+	}
 	set(m.HumanText, pastHumanText)
 	set(t.planMode, pastPlanMode)
 	set(t.compact, pastCompact)
@@ -144,7 +150,8 @@ func toPast(m *Message, t *messageText) pastMessage {
 // message returns the message as finish leaves it when it comes before the last assistant
 // message and is neither the first user message nor the last one spoken.
 func (pm pastMessage) message() Message {
-	return Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0}
+	return Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0,
+		Synthetic: syntheticKinds[pm.synthetic]}
 }
 
 // text returns its text's flags, without raw text.

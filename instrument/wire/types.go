@@ -124,6 +124,13 @@ type Body struct {
 	// PlanMode is true when the conversation is in Plan Mode: the last Plan Mode announcement in
 	// a system-role message or user reminder says it is active, not that it was exited.
 	PlanMode bool
+	// TurnOpener is the index of the message that opened the turn this request goes on with, as
+	// far as its history tells: the last user message that carries human text, or Claude Code's
+	// own text of a kind that opens turns (all but the resumptions of a cut answer), and no tool
+	// results unless it says the user interrupted. -1 when there is none. With the session and
+	// the first human text it names the turn the same way on any cctrace that decodes any of
+	// the turn's requests.
+	TurnOpener int
 	// TaskNotification is true when the last user message carries a <task-notification>: Claude
 	// Code reporting that a background task (e.g. a background subagent) finished.
 	TaskNotification bool
@@ -248,6 +255,10 @@ type Message struct {
 	Blocks BlockCounts
 	// HumanText is true when a user message has text that is not only <system-reminder> blocks.
 	HumanText bool
+	// Synthetic is the kind of Claude Code's own text a user message carries as its first
+	// human text (or a task notification in its reminders, when it has no human text); "" for
+	// text a person typed, and for messages without either.
+	Synthetic Synthetic
 	// Text is the message's human text (system reminders skipped), truncated to HumanTextLimit.
 	// Only filled for the last user/assistant message and the first user message.
 	Text string
