@@ -308,7 +308,7 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 			r.Tool, r.Outcome = sp.Tool.Name, string(sp.Tool.Outcome)
 		}
 	}
-	if t == nil || sp.Parent.IsValid() {
+	if t == nil || !isRoot(sp) {
 		return
 	}
 	fillTurn(t, sp)
@@ -381,7 +381,7 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 	if t := s.byTrace[sp.TraceID]; t != nil {
 		return t
 	}
-	if sp.Parent.IsValid() {
+	if !isRoot(sp) {
 		return nil // its turn already left the ring
 	}
 	t := &Turn{
@@ -410,6 +410,12 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 		}
 	}
 	return t
+}
+
+// isRoot reports whether sp is the root of the tracker's trace: a span without a parent, or a
+// turn, whose parent is the client's span when it joined the client's trace.
+func isRoot(sp *instrument.Span) bool {
+	return !sp.Parent.IsValid() || sp.Kind == instrument.KindTurn
 }
 
 func (s *Store) session(id string) *SessionTotals {
