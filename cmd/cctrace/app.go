@@ -138,6 +138,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("/api/turns", a.store)
+	mux.HandleFunc("GET /api/sessions/{id}/status", a.store.ServeStatus)
 	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log)))
 
 	a.proxySrv = &http.Server{

@@ -216,6 +216,8 @@ type SessionTotals struct {
 	Messages    Messages
 	// Blocks counts content blocks by role and type, each counted once when first seen.
 	Blocks map[instrument.BlockKey]int
+	// Context is the main agent's context as of its last answered request.
+	Context Context
 }
 
 // SpanStarted implements instrument.Sink.
@@ -467,6 +469,7 @@ func (s *Store) countSession(sp *instrument.Span) {
 		}
 		addCost(&tot.Cost, &tot.Unpriced, c)
 		tot.Messages.count(c)
+		tot.noteContext(c)
 	}
 }
 
