@@ -98,6 +98,9 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
 	}
+	if o.joinClient {
+		tropts = append(tropts, instrument.WithJoinClientTrace())
+	}
 	var p *proxy.Proxy // set below, before the pipeline runs
 	// Decoding and tracking wait while a client waits for its answer to begin: they must not
 	// take the CPU that forwards its first bytes.

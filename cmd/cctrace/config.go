@@ -38,6 +38,7 @@ type options struct {
 	tlsCert        string
 	tlsKey         string
 	uiURL          string
+	joinClient     bool
 }
 
 // newFlagSet declares every flag on fs. Each flag's default is taken from CCTRACE_<NAME> when that
@@ -61,6 +62,7 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the proxy over HTTPS with this PEM certificate (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
+	fs.BoolVar(&o.joinClient, "join-client-trace", false, "put each turn into Claude Code's own trace when its requests carry a traceparent (its telemetry with CLAUDE_CODE_PROPAGATE_TRACEPARENT=1); export both to the same backend")
 	return fs
 }
 
