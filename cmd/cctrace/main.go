@@ -3,6 +3,7 @@
 //
 //	cctrace serve [flags]              run the proxy until SIGINT/SIGTERM
 //	cctrace run [flags] -- COMMAND...  run COMMAND (e.g. claude) through a private proxy
+//	cctrace statusline [--url URL]     print the current turn, for Claude Code's statusLine
 package main
 
 import (
@@ -27,6 +28,7 @@ const usage = `cctrace: see every Claude Code turn as a trace.
 Usage:
   cctrace serve [flags]               run the proxy; point ANTHROPIC_BASE_URL at --listen
   cctrace run [flags] -- COMMAND ...  run COMMAND with ANTHROPIC_BASE_URL set to a private proxy
+  cctrace statusline [--url URL]      a status line for Claude Code (its statusLine setting)
   cctrace version
 
 Traces go to the OTLP gRPC endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT);
@@ -53,6 +55,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "run":
 		return run(args[1:], stderr)
+	case "statusline":
+		return statusline(args[1:], statusStdin(), stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "cctrace", version)
 		return 0
