@@ -177,6 +177,13 @@ func run(args []string, stderr io.Writer) int {
 	claude := isClaudeCode(rest[0], path)
 	argv := rest[1:]
 	env := withoutEnv(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), "CCTRACE_URL")
+	if o.clientTelemetry {
+		if env, err = clientTelemetryEnv(env); err != nil {
+			fmt.Fprintf(stderr, "cctrace run: %v\n", err)
+			return 2
+		}
+		o.joinClient = true
+	}
 	// While the command owns the terminal, cctrace writes nothing there (terminal.go): turn
 	// lines and logs go to a file of their own, and the summary comes after the command exits.
 	owns := ownsTerminal(isTerminal(os.Stdin), isTerminal(os.Stderr), claude && claudePrintMode(argv))
