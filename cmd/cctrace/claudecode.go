@@ -91,13 +91,15 @@ func hasStatusLine(files []string) bool {
 }
 
 // statusLineSettings is the --settings value that gives Claude Code the status line command
-// `exe statusline`, refreshed every second as well as when Claude Code redraws, so that a
-// running turn's figures keep moving while its tools run.
+// `exe statusline`, run again every 2 seconds as well as when Claude Code redraws, so that a
+// running turn's figures keep moving while its tools run. Claude Code drops a run that the
+// next one overtakes: the interval leaves the command, which takes milliseconds, a wide margin
+// on a busy machine.
 func statusLineSettings(exe string) string {
 	raw, _ := json.Marshal(map[string]any{"statusLine": map[string]any{
 		"type":            "command",
 		"command":         shellWord(exe) + " statusline",
-		"refreshInterval": 1,
+		"refreshInterval": 2,
 	}})
 	return string(raw)
 }

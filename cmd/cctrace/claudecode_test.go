@@ -116,7 +116,7 @@ func TestStatusLineSettings(t *testing.T) {
 		if err := json.Unmarshal([]byte(statusLineSettings(exe)), &s); err != nil {
 			t.Fatal(err)
 		}
-		if s.StatusLine.Type != "command" || s.StatusLine.Command != want || s.StatusLine.RefreshInterval != 1 {
+		if s.StatusLine.Type != "command" || s.StatusLine.Command != want || s.StatusLine.RefreshInterval != 2 {
 			t.Errorf("statusLineSettings(%q) = %+v, want command %q", exe, s.StatusLine, want)
 		}
 	}
