@@ -133,9 +133,30 @@ type terminal struct {
 }
 
 // startInteractive starts the CLI of stack s interactively for sess, with its settings made so
-// that no first-run dialog shows: onboarding done, the API key approved, the working directory
-// trusted. t.Cleanup kills the tmux server and with it the CLI.
+// that no first-run dialog shows (trustSession). t.Cleanup kills the tmux server and with it
+// the CLI.
 func startInteractive(t *testing.T, tmux string, s *stack, sess *session, args ...string) *terminal {
+	t.Helper()
+	trustSession(t, sess)
+	stderr := filepath.Join(t.TempDir(), "claude.stderr")
+	// DISABLE_AUTOUPDATER=1: without it the interactive CLI runs `npm install --global` of a
+	// newer version.
+	argv := []string{"exec", "env",
+		"HOME=" + sess.home,
+		"ANTHROPIC_BASE_URL=" + s.proxyURL,
+		"ANTHROPIC_API_KEY=" + apiKey,
+		"DISABLE_AUTOUPDATER=1",
+		s.claudeBin}
+	argv = append(argv, args...)
+	for i, a := range argv {
+		argv[i] = shellQuote(a)
+	}
+	return newTerminal(t, tmux, "cd "+shellQuote(sess.dir)+" && "+strings.Join(argv, " ")+" 2>"+shellQuote(stderr), stderr)
+}
+
+// trustSession writes the ~/.claude.json an interactive CLI needs so that no first-run dialog
+// shows: onboarding done, the API key approved, sess's working directory trusted.
+func trustSession(t *testing.T, sess *session) {
 	t.Helper()
 	settings := map[string]any{
 		"hasCompletedOnboarding": true,
@@ -153,31 +174,25 @@ func startInteractive(t *testing.T, tmux string, s *stack, sess *session, args .
 	if err := os.WriteFile(filepath.Join(sess.home, ".claude.json"), raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newTerminal runs the shell command line command in a 200x50 pane of a private tmux server;
+// stderr, when not empty, is the file the CLI's stderr goes to, printed if the test fails.
+// t.Cleanup kills the server and with it the command.
+func newTerminal(t *testing.T, tmux, command, stderr string) *terminal {
+	t.Helper()
 	term := &terminal{
 		tmux:   tmux,
 		socket: filepath.Join(t.TempDir(), "tmux"),
 		name:   "claude",
-		stderr: filepath.Join(t.TempDir(), "claude.stderr"),
+		stderr: stderr,
 	}
-	// DISABLE_AUTOUPDATER=1: without it the interactive CLI runs `npm install --global` of a
-	// newer version.
-	argv := []string{"exec", "env",
-		"HOME=" + sess.home,
-		"ANTHROPIC_BASE_URL=" + s.proxyURL,
-		"ANTHROPIC_API_KEY=" + apiKey,
-		"DISABLE_AUTOUPDATER=1",
-		s.claudeBin}
-	argv = append(argv, args...)
-	for i, a := range argv {
-		argv[i] = shellQuote(a)
-	}
-	command := "cd " + shellQuote(sess.dir) + " && " + strings.Join(argv, " ") + " 2>" + shellQuote(term.stderr)
 	t.Cleanup(func() {
 		if t.Failed() {
 			if screen, err := term.screen(); err == nil {
 				t.Logf("last screen:\n%s", screen)
 			}
-			if b, err := os.ReadFile(term.stderr); err == nil && len(b) > 0 {
+			if b, err := os.ReadFile(term.stderr); term.stderr != "" && err == nil && len(b) > 0 {
 				t.Logf("claude stderr:\n%s", b)
 			}
 		}

@@ -106,7 +106,8 @@ func (f *fuzzSession) request() {
 		req.Headers.SessionID = "" // falls back to metadata or a fingerprint
 	}
 	if r.next(16) == 0 {
-		req.Headers.Traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		// Claude Code's own tracing: one trace per interaction, a span per API call.
+		req.Headers.Traceparent = fmt.Sprintf("00-0af7651916cd43dd8448eb211c80319%d-b7ad6b716920333%d-01", r.next(2), r.next(4))
 	}
 	f.open = append(f.open, c.sendReq(req))
 }
@@ -172,6 +173,12 @@ func checkClosed(t testing.TB, c *convo) {
 		if !c.rec.ended[s.ID] {
 			t.Fatalf("span %q (%v) left open after Close:\n%s", s.Name, s.Kind, c.rec.traces())
 		}
+		if s.ClientParent {
+			if s.Link != nil || s.Kind == KindTool || s.Kind == KindSubagent {
+				t.Fatalf("span %q (%v) under a client span, with link %v:\n%s", s.Name, s.Kind, s.Link, c.rec.traces())
+			}
+			continue
+		}
 		if s.Parent.IsValid() {
 			p := byID[s.Parent]
 			if p == nil {
@@ -179,6 +186,15 @@ func checkClosed(t testing.TB, c *convo) {
 			}
 			if p.TraceID != s.TraceID {
 				t.Fatalf("span %q is in another trace than its parent %q:\n%s", s.Name, p.Name, c.rec.traces())
+			}
+		}
+	}
+	// A trace is one turn: /api/turns and the turns page key turns by trace id.
+	turns := map[TraceID]int{}
+	for _, s := range c.rec.spans {
+		if s.Kind == KindTurn {
+			if turns[s.TraceID]++; turns[s.TraceID] > 1 {
+				t.Fatalf("trace %s holds two turns:\n%s", s.TraceID, c.rec.traces())
 			}
 		}
 	}
@@ -219,22 +235,29 @@ func FuzzTracker(f *testing.F) {
 			return
 		}
 		const maxSessions = 3
-		fs := &fuzzSession{c: newConvo(t, WithMaxSessions(maxSessions), WithToolTimeout(30*time.Minute), WithErrorTimeout(5*time.Minute), WithSessionTimeout(2*time.Hour)), r: &opReader{b: data}}
-		for fs.r.more() {
-			switch fs.r.next(4) {
-			case 0, 1:
-				fs.request()
-			case 2:
-				fs.response()
-			case 3:
-				fs.tick()
+		// Each sequence twice: with turns of the tracker's own, and joining the client's traces.
+		for _, join := range []bool{false, true} {
+			opts := []Option{WithMaxSessions(maxSessions), WithToolTimeout(30 * time.Minute), WithErrorTimeout(5 * time.Minute), WithSessionTimeout(2 * time.Hour)}
+			if join {
+				opts = append(opts, WithJoinClientTrace())
 			}
-			if n := fs.c.tr.Sessions(); n > maxSessions {
-				t.Fatalf("%d sessions held, limit %d", n, maxSessions)
+			fs := &fuzzSession{c: newConvo(t, opts...), r: &opReader{b: data}}
+			for fs.r.more() {
+				switch fs.r.next(4) {
+				case 0, 1:
+					fs.request()
+				case 2:
+					fs.response()
+				case 3:
+					fs.tick()
+				}
+				if n := fs.c.tr.Sessions(); n > maxSessions {
+					t.Fatalf("%d sessions held, limit %d", n, maxSessions)
+				}
 			}
+			fs.c.tick(time.Second)
+			fs.c.tr.Close(fs.c.now)
+			checkClosed(t, fs.c)
 		}
-		fs.c.tick(time.Second)
-		fs.c.tr.Close(fs.c.now)
-		checkClosed(t, fs.c)
 	})
 }

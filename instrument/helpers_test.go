@@ -64,14 +64,25 @@ func (r *recorder) SpanEnded(s *Span) {
 func (r *recorder) SessionsActive(n int) { r.sessions = append(r.sessions, n) }
 
 // traces renders every trace as an indented tree, traces in order of their roots' start, children
-// in order of start. Each line: name, then the facts tests assert on.
+// in order of start. Each line: name, then the facts tests assert on. The client's spans that
+// joined spans run under (ClientParent) are lines of their own, "client trace/span" in short,
+// with the tracker's spans under them.
 func (r *recorder) traces() string {
 	children := map[SpanID][]*Span{}
 	var roots []*Span
+	client := map[SpanID]*Span{} // a stand-in for each client span, in its first child's trace
 	for _, s := range r.spans {
-		if s.Parent.IsValid() {
+		switch {
+		case s.ClientParent:
+			if client[s.Parent] == nil {
+				c := &Span{TraceID: s.TraceID, ID: s.Parent, Start: s.Start}
+				client[s.Parent] = c
+				roots = append(roots, c)
+			}
 			children[s.Parent] = append(children[s.Parent], s)
-		} else {
+		case s.Parent.IsValid():
+			children[s.Parent] = append(children[s.Parent], s)
+		default:
 			roots = append(roots, s)
 		}
 	}
@@ -82,7 +93,11 @@ func (r *recorder) traces() string {
 	var b strings.Builder
 	var walk func(s *Span, depth int)
 	walk = func(s *Span, depth int) {
-		fmt.Fprintf(&b, "%s%s%s\n", strings.Repeat("  ", depth), s.Name, describe(s, r.ended[s.ID]))
+		if c := client[s.ID]; c == s {
+			fmt.Fprintf(&b, "%sclient %s/%s\n", strings.Repeat("  ", depth), s.TraceID.String()[:4], s.ID.String()[:4])
+		} else {
+			fmt.Fprintf(&b, "%s%s%s\n", strings.Repeat("  ", depth), s.Name, describe(s, r.ended[s.ID]))
+		}
 		kids := children[s.ID]
 		byStart(kids)
 		for _, k := range kids {
@@ -158,6 +173,9 @@ func describe(s *Span, ended bool) string {
 	if s.Status == StatusError {
 		f = append(f, "ERROR:"+s.ErrorType)
 	}
+	if l := s.Link; l != nil {
+		f = append(f, "link="+l.TraceID.String()[:4]+"/"+l.SpanID.String()[:4])
+	}
 	if !ended {
 		f = append(f, "OPEN")
 	}
@@ -175,6 +193,8 @@ type convo struct {
 	agentID string // set to send as a subagent
 	model   string
 	tools   int
+	// traceparent is sent with each request when set, as Claude Code's own tracing does.
+	traceparent string
 }
 
 func newConvo(t testing.TB, opts ...Option) *convo {
@@ -205,7 +225,7 @@ func (c *convo) send(msgs ...wire.Message) uint64 {
 		Method:     "POST",
 		Path:       "/v1/messages",
 		Endpoint:   wire.EndpointMessages,
-		Headers:    wire.Headers{SessionID: c.session, AgentID: c.agentID},
+		Headers:    wire.Headers{SessionID: c.session, AgentID: c.agentID, Traceparent: c.traceparent},
 		Body:       body(c.model, c.tools, msgs),
 	}
 	c.tr.Request(req)

@@ -21,6 +21,7 @@ type config struct {
 	scrub          func(string) string
 	price          func(model string, u wire.Usage) (usd float64, ok bool) // nil: none
 	replica        bool
+	joinClient     bool
 }
 
 // AdoptWindow is how long a side request that arrives while no turn is open (a title, a
@@ -100,3 +101,17 @@ func WithPricing(price func(model string, u wire.Usage) (usd float64, ok bool)) 
 // as OutcomeHandedOff rather than as an idle timeout, an error, an interruption or a shutdown.
 // (A replica cannot tell a session that moved from one that stopped: both end so.) Default off.
 func WithReplica() Option { return func(c *config) { c.replica = true } }
+
+// WithJoinClientTrace puts the tracker's spans into the client's own traces, when its requests
+// carry a W3C traceparent (Claude Code's tracing with CLAUDE_CODE_PROPAGATE_TRACEPARENT=1 sends
+// its llm_request span's): a turn whose first main-chain request carries one takes that trace
+// id, its root becomes a child of the span that sent the request, and every chat span whose
+// traceparent is in its turn's trace becomes a child of the span that sent it (Span.ClientParent).
+// Tool and subagent spans stay under the tracker's own. A request whose traceparent is in
+// another trace, or that has none, keeps today's shape: its traceparent is a span link. A client
+// trace takes one turn: a later turn that names it too is a trace of its own. Default: off,
+// every turn is a trace of the tracker's own and a traceparent is only ever a link, since the
+// client may export its spans to another backend, where a joined span would lose its parent.
+func WithJoinClientTrace() Option {
+	return func(c *config) { c.joinClient = true }
+}

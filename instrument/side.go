@@ -27,6 +27,7 @@ func (t *Tracker) startSide(ex *exchange) {
 func (t *Tracker) startChild(ex *exchange, parent *Span, tr *turn) {
 	ex.turn = tr
 	ex.span.TraceID, ex.span.Parent, ex.span.ID = parent.TraceID, parent.ID, t.spanID()
+	t.underClient(ex.span)
 	ex.span.TurnIndex = parent.TurnIndex
 	t.sink.SpanStarted(ex.span)
 }

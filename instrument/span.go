@@ -89,7 +89,7 @@ const (
 type Span struct {
 	TraceID TraceID
 	ID      SpanID
-	Parent  SpanID // zero for the root of a trace
+	Parent  SpanID // zero for the root of a trace; a span of the client's with ClientParent
 	Kind    SpanKind
 	Name    string // span name per the GenAI conventions, e.g. "chat claude-sonnet-4-6"
 	Start   time.Time
@@ -107,8 +107,13 @@ type Span struct {
 	StatusMessage string
 
 	// Link is the span context that Claude Code's own tracing propagated (traceparent header),
-	// when there was one: sinks add it as a span link.
+	// when there was one and it is not the span's parent: sinks add it as a span link.
 	Link *LinkedSpan
+	// ClientParent is set when Parent is the client's span that sent the request (see
+	// WithJoinClientTrace): a span of the client's trace, which the tracker never emits, so
+	// sinks treat it as a remote parent. A turn root with ClientParent is still the root of its
+	// turn.
+	ClientParent bool
 
 	Chat     *Chat     // KindChat only
 	Tool     *Tool     // KindTool only

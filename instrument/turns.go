@@ -220,8 +220,6 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		ToolFailures: make(map[string]int),
 	}
 	tr.root = Span{
-		TraceID:   t.turnTraceID(sess, ex.span.Chat.Request.Body),
-		ID:        t.spanID(),
 		Kind:      KindTurn,
 		Name:      t.names.join("invoke_agent ", sess.agent),
 		Start:     start,
@@ -231,6 +229,13 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		Link:      ex.span.Link,
 		Turn:      &tr.totals,
 	}
+	if l := ex.span.Link; t.cfg.joinClient && l != nil && t.claimClientTrace(l.TraceID) {
+		// The turn goes into the client's trace, under the span that sent its first request.
+		tr.root.TraceID, tr.root.Parent, tr.root.ClientParent, tr.root.Link = l.TraceID, l.SpanID, true, nil
+	} else {
+		tr.root.TraceID = t.turnTraceID(sess, ex.span.Chat.Request.Body)
+	}
+	tr.root.ID = t.spanID()
 	tr.span = &tr.root
 	if t.cfg.capture {
 		if last := lastConversational(ex.span.Chat.Request.Body); last != nil && last.HumanText {
@@ -246,6 +251,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		o.orphan = false
 		o.turn = tr
 		o.span.TraceID, o.span.Parent, o.span.ID = tr.span.TraceID, tr.span.ID, t.spanID()
+		t.underClient(o.span)
 		o.span.TurnIndex = tr.span.TurnIndex
 		if o.done {
 			t.addTotals(o, o.span.Chat.Response)

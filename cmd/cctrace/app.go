@@ -102,6 +102,9 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.replica {
 		tropts = append(tropts, instrument.WithReplica())
 	}
+	if o.joinClient {
+		tropts = append(tropts, instrument.WithJoinClientTrace())
+	}
 	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log,
 		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
@@ -137,6 +140,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("/api/turns", a.store)
+	mux.HandleFunc("GET /api/sessions/{id}/status", a.store.ServeStatus)
 	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log)))
 
 	a.proxySrv = &http.Server{
@@ -222,13 +226,13 @@ func (a *app) shutdown() error {
 	return errors.Join(errs...)
 }
 
-// stop shuts down (see shutdown) and prints the summary of every session to the output; it logs
+// stop shuts down (see shutdown) and prints the summary of every session to summary; it logs
 // what failed.
-func (a *app) stop() {
+func (a *app) stop(summary io.Writer) {
 	if err := a.shutdown(); err != nil {
 		a.log.Warn("shutdown", "error", err)
 	}
-	if err := a.store.WriteSummary(a.out); err != nil {
+	if err := a.store.WriteSummary(summary); err != nil {
 		a.log.Warn("session summary", "error", err)
 	}
 }

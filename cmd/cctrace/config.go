@@ -39,6 +39,9 @@ type options struct {
 	tlsKey         string
 	uiURL          string
 	replica        bool
+	joinClient     bool
+	// clientTelemetry (run only) turns on Claude Code's own tracing for the command.
+	clientTelemetry bool
 }
 
 // newFlagSet declares every flag on fs. Each flag's default is taken from CCTRACE_<NAME> when that
@@ -63,6 +66,10 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&o.replica, "replica", false, "this cctrace is one of several replicas behind a load balancer with session affinity: a turn whose session went on elsewhere ends as handed_off")
 	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
+	fs.BoolVar(&o.joinClient, "join-client-trace", false, "put each turn into Claude Code's own trace when its requests carry a traceparent (its telemetry with CLAUDE_CODE_PROPAGATE_TRACEPARENT=1); export both to the same backend")
+	if name == "run" {
+		fs.BoolVar(&o.clientTelemetry, "client-telemetry", false, "turn on Claude Code's own tracing for COMMAND, exported where cctrace exports (needs OTEL_EXPORTER_OTLP_ENDPOINT), and --join-client-trace")
+	}
 	return fs
 }
 

@@ -3,6 +3,7 @@
 //
 //	cctrace serve [flags]              run the proxy until SIGINT/SIGTERM
 //	cctrace run [flags] -- COMMAND...  run COMMAND (e.g. claude) through a private proxy
+//	cctrace statusline [--url URL]     print the current turn, for Claude Code's statusLine
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -27,6 +29,7 @@ const usage = `cctrace: see every Claude Code turn as a trace.
 Usage:
   cctrace serve [flags]               run the proxy; point ANTHROPIC_BASE_URL at --listen
   cctrace run [flags] -- COMMAND ...  run COMMAND with ANTHROPIC_BASE_URL set to a private proxy
+  cctrace statusline [--url URL]      a status line for Claude Code (its statusLine setting)
   cctrace version
 
 Traces go to the OTLP gRPC endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT);
@@ -52,6 +55,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "run":
 		return run(args[1:], stderr)
+	case "statusline":
+		return statusline(args[1:], statusStdin(), stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "cctrace", version)
 		return 0
@@ -66,7 +71,17 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 
 // setup parses flags and opens the log destination.
 func setup(name string, args []string, stderr io.Writer, listenDefault, metricsDefault string) (options, []string, io.Writer, *slog.Logger, func(), int) {
-	var o options
+	o, rest, code := parseFlags(name, args, stderr, listenDefault, metricsDefault)
+	if code >= 0 {
+		return o, nil, nil, nil, nil, code
+	}
+	out, log, closeOut, code := openLog(name, o, stderr)
+	return o, rest, out, log, closeOut, code
+}
+
+// parseFlags parses and checks the flags of command name. code is the exit status when the
+// command should stop (help, a mistake), else -1.
+func parseFlags(name string, args []string, stderr io.Writer, listenDefault, metricsDefault string) (o options, rest []string, code int) {
 	fs := newFlagSet(name, &o, listenDefault, metricsDefault)
 	// The flag package prints every flag after any mistake; one line that says what was wrong
 	// is easier to act on, and -h still prints them all.
@@ -80,28 +95,33 @@ func setup(name string, args []string, stderr io.Writer, listenDefault, metricsD
 			fmt.Fprintf(stderr, "Usage: %s\n\nFlags (each also read from CCTRACE_<FLAG_NAME>):\n", synopsis)
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
-			return o, nil, nil, nil, nil, 0
+			return o, nil, 0
 		}
 		fmt.Fprintf(stderr, "cctrace %s: %v (see 'cctrace %s -h')\n", name, err, name)
-		return o, nil, nil, nil, nil, 2
+		return o, nil, 2
 	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "cctrace %s: %v\n", name, err)
-		return o, nil, nil, nil, nil, 2
+		return o, nil, 2
 	}
-	out, closeOut := stderr, func() {}
+	return o, fs.Args(), -1
+}
+
+// openLog opens where turn lines and logs go: the --log file, else stderr. code is the exit
+// status when it cannot, else -1.
+func openLog(name string, o options, stderr io.Writer) (out io.Writer, log *slog.Logger, closeOut func(), code int) {
+	out, closeOut = stderr, func() {}
 	if o.logFile != "" {
 		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			fmt.Fprintf(stderr, "cctrace %s: cannot open --log file: %v\n", name, err)
-			return o, nil, nil, nil, nil, 2
+			return nil, nil, nil, 2
 		}
 		out, closeOut = f, func() { f.Close() }
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(o.logLevel))
-	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
-	return o, fs.Args(), out, log, closeOut, -1
+	return out, slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})), closeOut, -1
 }
 
 func serve(args []string, stderr io.Writer) int {
@@ -126,16 +146,15 @@ func serve(args []string, stderr io.Writer) int {
 	fmt.Fprintf(out, "cctrace: turns page %s/\n", a.metricsURL())
 	<-ctx.Done()
 	log.Info("shutting down: letting in-flight requests finish", "grace", o.shutdownGrace)
-	a.stop()
+	a.stop(a.out)
 	return 0
 }
 
 func run(args []string, stderr io.Writer) int {
-	o, rest, out, log, closeOut, code := setup("run", args, stderr, "127.0.0.1:0", "127.0.0.1:0")
+	o, rest, code := parseFlags("run", args, stderr, "127.0.0.1:0", "127.0.0.1:0")
 	if code >= 0 {
 		return code
 	}
-	defer closeOut()
 	if len(rest) == 0 {
 		fmt.Fprintln(stderr, "cctrace run: no command given; usage: cctrace run [flags] -- COMMAND [ARGS] (e.g. cctrace run -- claude)")
 		return 2
@@ -148,6 +167,36 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "cctrace run: cannot run %s: %v\n", rest[0], errors.Unwrap(err))
 		}
 		return 127
+	}
+	claude := isClaudeCode(rest[0], path)
+	argv := rest[1:]
+	env := withoutEnv(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), "CCTRACE_URL")
+	if o.clientTelemetry {
+		if env, err = clientTelemetryEnv(env); err != nil {
+			fmt.Fprintf(stderr, "cctrace run: %v\n", err)
+			return 2
+		}
+		o.joinClient = true
+	}
+	// While the command owns the terminal, cctrace writes nothing there (terminal.go): turn
+	// lines and logs go to a file of their own, and the summary comes after the command exits.
+	owns := ownsTerminal(isTerminal(os.Stdin), isTerminal(os.Stderr), claude && claudePrintMode(argv))
+	if owns && o.logFile == "" {
+		if o.logFile, err = runLogPath(os.Getenv, time.Now(), os.Getpid()); err != nil {
+			fmt.Fprintf(stderr, "cctrace run: %v\n", err)
+			return 1
+		}
+	}
+	out, log, closeOut, code := openLog("run", o, stderr)
+	if code >= 0 {
+		return code
+	}
+	defer closeOut()
+	if owns {
+		keepOffTerminal(out, log)
+		if claude {
+			argv = withStatusLine(argv)
+		}
 	}
 
 	// Signals are handled here and passed to the command; cctrace itself stops only when the
@@ -163,11 +212,15 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log.Debug("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL())
 	fmt.Fprintf(out, "cctrace: proxy %s, turns page %s/\n", a.proxyURL(), a.metricsURL())
+	if owns {
+		fmt.Fprintf(stderr, "cctrace: turns page %s/ · turn lines in %s\n", a.metricsURL(), o.logFile)
+	}
 
-	cmd := exec.Command(path, rest[1:]...)
+	cmd := exec.Command(path, argv...)
 	cmd.Args[0] = rest[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL="+a.proxyURL())
+	// CCTRACE_URL tells `cctrace statusline`, run by the command, which cctrace to ask.
+	cmd.Env = append(env, "ANTHROPIC_BASE_URL="+a.proxyURL(), "CCTRACE_URL="+a.metricsURL())
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "cctrace run: starting %s: %v\n", rest[0], err)
 		_ = a.shutdown()
@@ -191,7 +244,14 @@ loop:
 			break loop
 		}
 	}
-	a.stop()
+	summaryOut := out
+	if owns {
+		summaryOut = io.MultiWriter(out, stderr)
+	}
+	a.stop(summaryOut)
+	if owns {
+		fmt.Fprintf(stderr, "cctrace: turn lines and logs in %s\n", o.logFile)
+	}
 	return exitCode(cmd, waitErr)
 }
 

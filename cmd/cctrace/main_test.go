@@ -118,6 +118,37 @@ func TestRunPassesExitStatusAndBaseURL(t *testing.T) {
 	}
 }
 
+// TestRunClientTelemetry checks the command's environment with --client-telemetry: Claude
+// Code's tracing on, exporting where cctrace does; and the refusal when cctrace exports nowhere.
+func TestRunClientTelemetry(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	_, stderr, code := cctrace(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_SERVICE_NAME=cctrace-test"},
+		"run", "--client-telemetry", "--", "sh", "-c", "env > "+out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := "\n" + string(raw)
+	for _, want := range []string{"CLAUDE_CODE_ENABLE_TELEMETRY=1", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA=1", "CLAUDE_CODE_PROPAGATE_TRACEPARENT=1",
+		"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc",
+		"CCTRACE_URL=http://127.0.0.1:", "ANTHROPIC_BASE_URL=http://127.0.0.1:"} {
+		if !strings.Contains(env, "\n"+want) {
+			t.Errorf("the command's environment lacks %s", want)
+		}
+	}
+	if strings.Contains(env, "\nOTEL_SERVICE_NAME=") {
+		t.Error("the command got cctrace's OTEL_SERVICE_NAME")
+	}
+
+	_, stderr, code = cctrace(t, nil, "run", "--client-telemetry", "--", "true")
+	if code != 2 || !strings.Contains(stderr, "no OTLP endpoint") {
+		t.Errorf("without an endpoint: exit %d\n%s", code, stderr)
+	}
+}
+
 func TestRunForwardsSignals(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := exec.Command(bin, "run", "--", "sh", "-c", `trap 'exit 7' TERM; touch `+ready+`; while :; do sleep 0.05; done`)

@@ -216,6 +216,8 @@ type SessionTotals struct {
 	Messages    Messages
 	// Blocks counts content blocks by role and type, each counted once when first seen.
 	Blocks map[instrument.BlockKey]int
+	// Context is the main agent's context as of its last answered request.
+	Context Context
 }
 
 // SpanStarted implements instrument.Sink.
@@ -308,7 +310,7 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 			r.Tool, r.Outcome = sp.Tool.Name, string(sp.Tool.Outcome)
 		}
 	}
-	if t == nil || sp.Parent.IsValid() {
+	if t == nil || !isRoot(sp) {
 		return
 	}
 	fillTurn(t, sp)
@@ -381,7 +383,7 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 	if t := s.byTrace[sp.TraceID]; t != nil {
 		return t
 	}
-	if sp.Parent.IsValid() {
+	if !isRoot(sp) {
 		return nil // its turn already left the ring
 	}
 	t := &Turn{
@@ -410,6 +412,12 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 		}
 	}
 	return t
+}
+
+// isRoot reports whether sp is the root of the tracker's trace: a span without a parent, or a
+// turn, whose parent is the client's span when it joined the client's trace.
+func isRoot(sp *instrument.Span) bool {
+	return !sp.Parent.IsValid() || sp.Kind == instrument.KindTurn
 }
 
 func (s *Store) session(id string) *SessionTotals {
@@ -461,6 +469,7 @@ func (s *Store) countSession(sp *instrument.Span) {
 		}
 		addCost(&tot.Cost, &tot.Unpriced, c)
 		tot.Messages.count(c)
+		tot.noteContext(c)
 	}
 }
 

@@ -310,3 +310,50 @@ func TestServeHTTP(t *testing.T) {
 		t.Errorf("Content-Type = %q", rec.Header().Get("Content-Type"))
 	}
 }
+
+// TestJoinedTurn follows a turn that went into the client's trace: its root and its chat spans
+// run under the client's spans, which the store never sees. It is still one turn, with its
+// line and its totals.
+func TestJoinedTurn(t *testing.T) {
+	var out bytes.Buffer
+	s := New(WithOutput(&out))
+	b := newSpans(7, "sess-joined")
+	client1, client2 := instrument.SpanID{0xcc, 1}, instrument.SpanID{0xcc, 2}
+	turn := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", 0)
+	turn.Parent, turn.ClientParent = client1, true
+	s.SpanStarted(turn)
+	chat := b.chat(nil, 0, instrument.RequestTurn, 0)
+	chat.Parent, chat.ClientParent = client1, true
+	s.SpanStarted(chat)
+	u := wire.Usage{InputTokens: 10, OutputTokens: 5, CacheReadInputTokens: 90}
+	respond(chat, time.Second, u, map[wire.BlockType]int{wire.BlockToolUse: 1})
+	s.SpanEnded(chat)
+	tool := b.span(instrument.KindTool, turn, "execute_tool Bash", time.Second)
+	tool.Tool = &instrument.Tool{Name: "Bash"}
+	s.SpanStarted(tool)
+	tool.End, tool.Tool.Outcome = t0.Add(2*time.Second), instrument.ToolSuccess
+	s.SpanEnded(tool)
+	chat2 := b.chat(nil, 2*time.Second, instrument.RequestToolResults, 0)
+	chat2.Parent, chat2.ClientParent = client2, true
+	s.SpanStarted(chat2)
+	respond(chat2, 3*time.Second, u, nil)
+	s.SpanEnded(chat2)
+
+	turns := s.Turns("sess-joined")
+	if len(turns) != 1 || !turns[0].Running() || turns[0].Requests != 2 || len(turns[0].Spans) != 4 {
+		t.Fatalf("running joined turn = %+v", turns)
+	}
+	if r := turns[0].Spans[0]; r.Kind != "turn" || r.ParentID != client1.String() {
+		t.Errorf("root record = %+v, want the turn under the client's span", r)
+	}
+	turn.End = t0.Add(3 * time.Second)
+	turn.Turn = &instrument.Turn{Index: 1, Outcome: "end_turn", Requests: 2, ToolCalls: 1, ToolCounts: map[string]int{"Bash": 1},
+		Usage: wire.Usage{InputTokens: 20, OutputTokens: 10, CacheReadInputTokens: 180}}
+	s.SpanEnded(turn)
+	if got, _ := s.Turn(turns[0].TraceID); got.Running() || got.Outcome != "end_turn" || got.Tokens.CacheRead != 180 {
+		t.Errorf("ended joined turn = %+v", got)
+	}
+	if out.Len() == 0 {
+		t.Error("no line for the joined turn")
+	}
+}

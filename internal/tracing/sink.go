@@ -222,13 +222,14 @@ type spanStart struct {
 	name, session string
 	start         time.Time
 	link          instrument.LinkedSpan // zero (invalid) without one
+	clientParent  bool                  // parent is a span of the client's trace
 }
 
 // startOf returns what sp is at its start.
 func startOf(sp *instrument.Span) spanStart {
 	st := spanStart{
 		traceID: sp.TraceID, id: sp.ID, parent: sp.Parent, kind: sp.Kind,
-		name: spanName(sp), session: sp.SessionID, start: sp.Start,
+		name: spanName(sp), session: sp.SessionID, start: sp.Start, clientParent: sp.ClientParent,
 	}
 	if st.start.IsZero() {
 		st.start = time.Now() // as the SDK would have started it
@@ -318,10 +319,13 @@ func (s *Sink) SessionsActive(int) {}
 func (s *Sink) begin(st *spanStart, name string, attrs []attribute.KeyValue) trace.Span {
 	ctx := withTrackerIDs(context.Background(), st.traceID, st.id)
 	if st.parent.IsValid() {
+		// A client's span (instrument.WithJoinClientTrace) was propagated to cctrace: a remote
+		// parent, as an extracted traceparent is.
 		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID:    trace.TraceID(st.traceID),
 			SpanID:     trace.SpanID(st.parent),
 			TraceFlags: trace.FlagsSampled,
+			Remote:     st.clientParent,
 		}))
 	}
 	kind := trace.SpanKindInternal

@@ -474,6 +474,49 @@ func TestSinkSpans(t *testing.T) {
 	}
 }
 
+// TestSinkClientParent checks spans that joined the client's trace: they keep the client's
+// trace id and run under the client's span, a remote parent, with no link; the tracker's own
+// spans under them are local children as ever.
+func TestSinkClientParent(t *testing.T) {
+	client := instrument.SpanID{0xcc, 0, 0, 0, 0, 0, 0, 1}
+	root := &instrument.Span{
+		TraceID: otherLink, ID: sid(1), Parent: client, ClientParent: true, Kind: instrument.KindTurn,
+		Name: "invoke_agent claude-code", Start: at(0), SessionID: "5f0c1e9a-session", Turn: &instrument.Turn{Index: 1},
+	}
+	chat := &instrument.Span{
+		TraceID: otherLink, ID: sid(2), Parent: client, ClientParent: true, Kind: instrument.KindChat,
+		Name: "chat claude-opus-4-6", Start: at(10), SessionID: "5f0c1e9a-session",
+		Chat: &instrument.Chat{Kind: instrument.RequestTurn, Request: messagesRequest("claude-opus-4-6", 1)},
+	}
+	tool := &instrument.Span{
+		TraceID: otherLink, ID: sid(3), Parent: sid(1), Kind: instrument.KindTool, Name: "execute_tool Bash",
+		Start: at(20), SessionID: "5f0c1e9a-session", Tool: &instrument.Tool{Name: "Bash"},
+	}
+	end := func(ms int) func(*instrument.Span) { return func(s *instrument.Span) { s.End = at(ms) } }
+	got := record(t, []step{
+		{started: true, span: root}, {started: true, span: chat}, {span: chat, finish: end(15)},
+		{started: true, span: tool}, {span: tool, finish: end(30)}, {span: root, finish: end(40)},
+	})
+	for _, tt := range []struct {
+		id     instrument.SpanID
+		parent instrument.SpanID
+		remote bool
+	}{{sid(1), client, true}, {sid(2), client, true}, {sid(3), sid(1), false}} {
+		s := got[tt.id]
+		if s == nil {
+			t.Fatalf("span %s not recorded", tt.id)
+		}
+		p := s.Parent()
+		if instrument.TraceID(s.SpanContext().TraceID()) != otherLink || instrument.SpanID(p.SpanID()) != tt.parent || p.IsRemote() != tt.remote {
+			t.Errorf("%s: trace %s parent %s remote %v, want trace %s parent %s remote %v",
+				s.Name(), s.SpanContext().TraceID(), p.SpanID(), p.IsRemote(), otherLink, tt.parent, tt.remote)
+		}
+		if len(s.Links()) != 0 {
+			t.Errorf("%s: links %v, want none", s.Name(), s.Links())
+		}
+	}
+}
+
 // TestSinkContentCapture checks that previews reach spans only when capture is on.
 func TestSinkContentCapture(t *testing.T) {
 	previews := map[instrument.SpanID][]attribute.Key{

@@ -224,11 +224,21 @@ func waterfall(t summary.Turn, now time.Time) ([]spanRow, []axisTick) {
 			end = e
 		}
 	}
+	// The root is the first span kept. Another span whose parent the turn does not hold goes
+	// under it: its parent was dropped, or is the client's span that sent it (a turn that joined
+	// Claude Code's own trace).
+	root := ""
+	if len(t.Spans) > 0 {
+		root = t.Spans[0].SpanID
+	}
 	children := make(map[string][]*summary.Record)
 	for _, r := range t.Spans {
 		parent := r.ParentID
-		if !ids[parent] {
-			parent = "" // root, or its parent was dropped
+		switch {
+		case r.SpanID == root:
+			parent = ""
+		case !ids[parent]:
+			parent = root
 		}
 		children[parent] = append(children[parent], r)
 	}

@@ -176,6 +176,39 @@ func TestRunningTurn(t *testing.T) {
 	}
 }
 
+// TestJoinedTurnOnWaterfall shows a turn that went into Claude Code's own trace: its root and
+// its chat spans run under the client's spans, which cctrace never has; on the waterfall the
+// chat spans still sit under the turn.
+func TestJoinedTurnOnWaterfall(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	store := summary.New()
+	client := instrument.SpanID{0xcc, 1}
+	span := func(id byte, parent instrument.SpanID, kind instrument.SpanKind, name string) *instrument.Span {
+		return &instrument.Span{TraceID: instrument.TraceID{9}, ID: instrument.SpanID{id}, Parent: parent, ClientParent: parent == client,
+			Kind: kind, Name: name, Start: t0.Add(time.Duration(id) * time.Second), SessionID: "joined", TurnIndex: 1}
+	}
+	turn := span(1, client, instrument.KindTurn, "invoke_agent claude-code")
+	chat := span(2, client, instrument.KindChat, "chat claude-opus-5-5")
+	chat.Chat = &instrument.Chat{Kind: instrument.RequestTurn}
+	tool := span(3, turn.ID, instrument.KindTool, "execute_tool Bash")
+	tool.Tool = &instrument.Tool{Name: "Bash"}
+	for _, sp := range []*instrument.Span{turn, chat, tool} {
+		store.SpanStarted(sp)
+	}
+	for _, sp := range []*instrument.Span{chat, tool, turn} {
+		sp.End = t0.Add(4 * time.Second)
+		store.SpanEnded(sp)
+	}
+	_, body := get(t, New(store), "/turns/"+turn.TraceID.String())
+	var got []string
+	for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+		got = append(got, m[2]+" "+m[4])
+	}
+	if want := []string{"turn 0.6", "chat 1.8", "tool 1.8"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("waterfall rows %q, want %q", got, want)
+	}
+}
+
 func TestNotFound(t *testing.T) {
 	h := New(storeOf(t, "tool_roundtrip"))
 	for _, path := range []string{"/nope", "/sessions/unknown-session", "/turns/0123456789abcdef0123456789abcdef"} {
