@@ -64,7 +64,7 @@ func runReplicas(ctx context.Context, cfg config, rc replicaConfig, dir string, 
 		if err != nil {
 			return err
 		}
-		var held *bench.ReplicaSample
+		var held, largest *bench.ReplicaSample
 		var heldRatio float64
 		for _, sessions := range rc.sessions {
 			cell := bench.Cell{BodySize: rc.size, Concurrency: sessions, Think: rc.think, Duration: rc.duration, MaxRequests: 1 << 30}
@@ -95,14 +95,18 @@ func runReplicas(ctx context.Context, cfg config, rc replicaConfig, dir string, 
 			if cct.Failed == 0 && ratio <= guard {
 				held, heldRatio = &cct, ratio
 			}
+			largest = &cct
 		}
+		// Memory per session from the largest run: at a few sessions the heap's own growth
+		// would dominate the figure.
+		perSession := float64(largest.RSS-rest) / float64(largest.Sessions)
 		if held != nil {
-			perSession := float64(held.RSS-rest) / float64(held.Sessions)
-			fmt.Fprintf(w, "| **%d** | **%d held** | cctrace | %.0f | | %.3f | %.2f× | %.3f | %.0f | %.1f | %.1f KiB a session over rest |\n",
+			fmt.Fprintf(w, "| **%d** | **%d held** | cctrace | %.0f | | %.3f | %.2f× | %.3f | %.0f | %.1f | %.0f KiB a session at %d sessions, over %.1f MiB at rest |\n",
 				n, held.Sessions, reqPerSec(*held), ms(bench.Percentile(held.TTFB, 99)), heldRatio,
-				cpuPerReq(*held), perCore(*held), mib(held.RSS), perSession/1024)
+				cpuPerReq(*held), perCore(*held), mib(held.RSS), perSession/1024, largest.Sessions, mib(rest))
 		} else {
-			fmt.Fprintf(w, "| **%d** | **none held** within %.2f× bare at p99 | | | | | | | | | |\n", n, guard)
+			fmt.Fprintf(w, "| **%d** | **none held** within %.2f× bare at p99 | | | | | | | | %.0f KiB a session at %d sessions, over %.1f MiB at rest | |\n",
+				n, guard, perSession/1024, largest.Sessions, mib(rest))
 		}
 		stopGateways(gws)
 	}
