@@ -11,6 +11,10 @@
 #   bash scripts/bench.sh -short           # CI mode: a few seconds, no timing assertions; fails
 #                                          # only when a stream or body is not byte-identical,
 #                                          # a request fails, or no spans were exported
+#   bash scripts/bench.sh -replicas 1,2,3  # the replica benchmark instead: 1, 2, 3 cctrace
+#                                          # replicas behind nginx (deploy/nginx/cctrace.conf)
+#                                          # against as many bare proxies, by concurrent sessions
+#                                          # (-sessions 8,32,128; deploy/kubernetes/README.md)
 #
 # Needs nginx (apt-get install -y nginx-light) and Jaeger v2 (CCTRACE_JAEGER_BIN, built by
 # scripts/tools.sh); -short skips whichever is missing. The Markdown report goes to stdout and,
@@ -27,16 +31,26 @@ go build -o "$bin/bareproxy" ./internal/bench/bareproxy
 jaeger=${CCTRACE_JAEGER_BIN:-$HOME/.cache/cctrace/jaeger-v1.76.0/jaeger}
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
-short=0
+short=0 replicas=0
 for a in "$@"; do
-	case $a in -short | --short | -short=true | --short=true) short=1 ;; esac
+	case $a in
+	-short | --short | -short=true | --short=true) short=1 ;;
+	-replicas | --replicas | -replicas=* | --replicas=*) replicas=1 ;;
+	esac
 done
+
+if [ "$replicas" = 1 ]; then
+	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" "$@"
+	exit
+fi
 
 if [ "$short" = 1 ]; then
 	# Every variant, go-raw (a measuring instrument, not in the full run's default) included, so
 	# that CI runs each one from its binary.
 	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" -jaeger "$jaeger" \
 		-variants direct,bare,bare-control,nginx,cctrace-proxy,go-raw,cctrace,cctrace-jaeger "$@"
+	# The replica benchmark's short run: the shipped nginx site in front of one and two replicas.
+	"$bin/cctrace-bench" -cctrace "$bin/cctrace" -bare "$bin/bareproxy" -nginx "$nginx" -replicas 1,2 "$@"
 	exit
 fi
 

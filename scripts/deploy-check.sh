@@ -2,9 +2,12 @@
 # Checks the deploy/ stack without a Docker engine:
 #   static: docker compose config -q (compose built from the Go module proxy, tools/compose);
 #           promtool check config / check rules / test rules; amtool check-config; the collector
-#           config validated by a collector built with ocb (tools/otelcol), the Jaeger config by
-#           Jaeger; the Go tests of deploy/ (metric names) and deploy/check (PromQL, dashboards,
-#           compose and Dockerfile invariants).
+#           configs (the stack's, and the team gateway's gateway and sampler tiers) validated by a
+#           collector built with ocb (tools/otelcol), the Jaeger config by Jaeger; the Helm chart
+#           (deploy/helm/cctrace) linted and rendered with each of its value sets by helm built
+#           from the Go module proxy (tools/helm), every rendered object checked against the
+#           Kubernetes API types (deploy/helm/check); the Go tests of deploy/ (metric names) and
+#           deploy/check (PromQL, dashboards, compose and Dockerfile invariants).
 #   live:   cctrace, the fake Anthropic upstream, the ocb-built collector, Jaeger, Prometheus and
 #           Alertmanager as processes on 127.0.0.1 with deploy/'s own configs (addresses and
 #           intervals substituted, the hourly budget lowered); a scripted Claude Code-like session
@@ -13,8 +16,9 @@
 #
 # Usage: scripts/deploy-check.sh [static|live|all]   (default: all)
 #
-# Builds are cached in ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/<tool>-<version>/. Jaeger, Prometheus,
-# promtool, Alertmanager and amtool come from scripts/tools.sh (CCTRACE_*_BIN may point at them).
+# Builds are cached in ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/<tool>-<version>/. The collector,
+# helm, Jaeger, Prometheus, promtool, Alertmanager and amtool come from scripts/tools.sh
+# (CCTRACE_*_BIN may point at them).
 # Outside CI a component that cannot be had is skipped with a notice; under CI=true it fails.
 set -euo pipefail
 
@@ -63,7 +67,6 @@ missing() {
 # --- tools ------------------------------------------------------------------------------------
 
 COMPOSE_VERSION=$(cd "$ROOT/tools/compose" && go list -m -f '{{.Version}}' github.com/docker/compose/v5)
-OCB_VERSION=$(cd "$ROOT/tools/otelcol" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/cmd/builder)
 
 # locked NAME CMD...: runs CMD holding a per-tool lock, so parallel runs do not build one tool
 # into one place at once.
@@ -87,22 +90,9 @@ build_compose() {
 	mv -f "$dir/docker-compose.tmp" "$dir/docker-compose"
 }
 
-# The collector's cache directory is keyed by the manifest's content as well as ocb's version,
-# so that a change of components rebuilds it.
-build_otelcol() {
-	local dir=$1
-	[ -x "$dir/otelcol-cctrace" ] && return 0
-	mkdir -p "$dir"
-	sed "s#^  output_path: .*#  output_path: $dir/src#" "$ROOT/tools/otelcol/manifest.yaml" >"$dir/manifest.yaml"
-	(cd "$ROOT/tools/otelcol" && go tool builder --config "$dir/manifest.yaml") >"$dir/build.log" 2>&1 || {
-		tail -20 "$dir/build.log" >&2
-		return 1
-	}
-	mv -f "$dir/src/otelcol-cctrace" "$dir/otelcol-cctrace"
-}
-
 COMPOSE_BIN=""
-OTELCOL_BIN=""
+OTELCOL_BIN=${CCTRACE_OTELCOL_BIN:-}
+HELM_BIN=${CCTRACE_HELM_BIN:-}
 JAEGER_BIN=${CCTRACE_JAEGER_BIN:-}
 PROMETHEUS_BIN=${CCTRACE_PROMETHEUS_BIN:-}
 PROMTOOL_BIN=${CCTRACE_PROMTOOL_BIN:-}
@@ -115,22 +105,18 @@ install_compose() {
 	COMPOSE_BIN="$dir/docker-compose"
 }
 
-install_otelcol() {
-	local sum dir
-	sum=$(sha256sum "$ROOT/tools/otelcol/manifest.yaml" | cut -c1-12)
-	dir="$CACHE/otelcol-$OCB_VERSION-$sum"
-	locked "otelcol-$OCB_VERSION-$sum" build_otelcol "$dir" || return 1
-	OTELCOL_BIN="$dir/otelcol-cctrace"
-}
-
-# install_shared_tools takes Jaeger, Prometheus and Alertmanager from scripts/tools.sh, the one
-# place that pins and installs them for every check of the repo.
+# install_shared_tools takes the collector, helm, Jaeger, Prometheus and Alertmanager from
+# scripts/tools.sh, the one place that pins and installs them for every check of the repo.
 install_shared_tools() {
 	# shellcheck source=scripts/tools.sh
 	source "$ROOT/scripts/tools.sh"
 	local rc=0
-	tools_timed "prometheus+alertmanager (apt)" install_prometheus || rc=1
+	tools_timed "prometheus+alertmanager+nginx (apt)" install_prometheus || rc=1
 	tools_timed "jaeger" install_jaeger || rc=1
+	tools_timed "otelcol (ocb)" install_otelcol || rc=1
+	tools_timed "helm" install_helm || rc=1
+	OTELCOL_BIN=${CCTRACE_OTELCOL_BIN:-}
+	HELM_BIN=${CCTRACE_HELM_BIN:-}
 	JAEGER_BIN=${CCTRACE_JAEGER_BIN:-}
 	PROMETHEUS_BIN=${CCTRACE_PROMETHEUS_BIN:-}
 	PROMTOOL_BIN=${CCTRACE_PROMTOOL_BIN:-}
@@ -169,7 +155,31 @@ check_prometheus() {
 
 check_alertmanager() { "$AMTOOL_BIN" check-config "$ROOT/deploy/alertmanager/alertmanager.yml"; }
 
-check_collector() { "$OTELCOL_BIN" validate --config "$ROOT/deploy/otel-collector/config.yaml"; }
+check_collector() {
+	local f
+	for f in config gateway sampler; do
+		"$OTELCOL_BIN" validate --config "$ROOT/deploy/otel-collector/$f.yaml" || return 1
+	done
+}
+
+# The chart with its defaults and with each value set of its ci/ directory: helm lint --strict,
+# then helm template (rendering alone, nothing fetched).
+check_helm_chart() {
+	local chart="$ROOT/deploy/helm/cctrace" values args
+	for values in "" "$chart"/ci/*-values.yaml; do
+		args=()
+		[ -n "$values" ] && args=(--values "$values")
+		"$HELM_BIN" lint --strict "$chart" "${args[@]}" || return 1
+		"$HELM_BIN" template cctrace "$chart" --namespace team-tools "${args[@]}" >/dev/null || return 1
+	done
+}
+
+# Every rendered object decoded strictly into its Kubernetes API type, and the chart's collector
+# configs validated by the collector.
+check_helm_objects() {
+	(cd "$ROOT/deploy/helm/check" && go vet ./... &&
+		CCTRACE_HELM_BIN=$HELM_BIN CCTRACE_OTELCOL_BIN=$OTELCOL_BIN go test -count=1 ./...)
+}
 
 check_jaeger() { "$JAEGER_BIN" validate --config "$ROOT/deploy/jaeger/config.yaml"; }
 
@@ -435,9 +445,8 @@ live_run() {
 
 START=$(date +%s)
 step "build docker compose $COMPOSE_VERSION" install_compose
-step "build collector with ocb $OCB_VERSION" install_otelcol
 if [ -f "$ROOT/scripts/tools.sh" ]; then
-	step "install Jaeger, Prometheus, Alertmanager (scripts/tools.sh)" install_shared_tools
+	step "install the collector, helm, Jaeger, Prometheus, Alertmanager (scripts/tools.sh)" install_shared_tools
 else
 	missing "scripts/tools.sh"
 fi
@@ -448,6 +457,12 @@ if [ "$MODE" != live ]; then
 	if have "$AMTOOL_BIN"; then step "amtool check-config" check_alertmanager; else missing amtool; fi
 	if have "$OTELCOL_BIN"; then step "otelcol validate" check_collector; else missing "ocb collector"; fi
 	if have "$JAEGER_BIN"; then step "jaeger validate" check_jaeger; else missing jaeger; fi
+	if have "$HELM_BIN"; then
+		step "helm lint and template (deploy/helm/cctrace)" check_helm_chart
+		step "go test deploy/helm/check (Kubernetes API schemas)" check_helm_objects
+	else
+		missing helm
+	fi
 	step "go test ./deploy/... (metric names)" check_go_main
 	step "go test deploy/check (PromQL, dashboards, compose)" check_go_module
 fi

@@ -7,8 +7,8 @@
 # Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
 # end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (packages under
 # e2e/ and internal/e2e/, against real Jaeger, Prometheus and Claude Code), deploy
-# (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, and a live run of
-# it without Docker), bench (every
+# (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, the Helm chart and
+# the team gateway's collector configs, and a live run of the stack without Docker), bench (every
 # benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
 # (except tools); the script exits non-zero if any failed.
 #
@@ -150,20 +150,17 @@ done
 if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools); fi
 
 go version
-# install_all installs the shared tools (scripts/tools.sh), the browser of the turns page test and
-# tmux for the interactive Claude Code test, and nginx for the benchmark.
+# install_all installs the shared tools (scripts/tools.sh: nginx for the replica test and the
+# benchmark among them), the browser of the turns page test and tmux for the interactive Claude
+# Code test.
 install_all() {
 	install_tools || return
 	local exports
 	exports=$(bash scripts/ui-test-deps.sh) || return
 	eval "$exports"
-	# The interactive end-to-end test drives Claude Code in a tmux pane; the benchmark compares
-	# cctrace with nginx.
-	local missing=()
-	command -v tmux >/dev/null 2>&1 || missing+=(tmux)
-	command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
-	if [ ${#missing[@]} -gt 0 ]; then
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2 || return
+	# The interactive end-to-end test drives Claude Code in a tmux pane.
+	if ! command -v tmux >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >&2 || return
 	fi
 }
 
@@ -172,6 +169,9 @@ stage tools install_all || {
 	exit 1
 }
 printf 'jaeger %s\n' "$("$CCTRACE_JAEGER_BIN" version 2>/dev/null)"
+"$CCTRACE_OTELCOL_BIN" --version
+"$CCTRACE_HELM_BIN" version --short
+"$CCTRACE_NGINX_BIN" -v
 "$CCTRACE_PROMETHEUS_BIN" --version 2>&1 | head -n 1
 "$CCTRACE_CLAUDE_BIN" --version
 "$CCTRACE_STATICCHECK_BIN" -version

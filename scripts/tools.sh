@@ -8,6 +8,9 @@
 #   CCTRACE_AMTOOL_BIN        amtool                (Debian package prometheus-alertmanager)
 #   CCTRACE_CLAUDE_BIN        Claude Code CLI native binary (npm @anthropic-ai/claude-code)
 #   CCTRACE_STATICCHECK_BIN   staticcheck           (honnef.co/go/tools)
+#   CCTRACE_OTELCOL_BIN       OpenTelemetry Collector built by ocb from tools/otelcol/manifest.yaml
+#   CCTRACE_HELM_BIN          helm, built from the Go module proxy (tools/helm)
+#   CCTRACE_NGINX_BIN         nginx                 (Debian package nginx-light)
 # A variable that is already set to an executable is kept as it is.
 #
 # Slow builds are cached outside the clone in ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/<tool>-<version>/,
@@ -20,6 +23,10 @@ CCTRACE_ROOT=${CCTRACE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 CCTRACE_CACHE=${CCTRACE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctrace}
 CLAUDE_CODE_VERSION=2.1.328
 STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, the first line that supports Go 1.26
+
+# CCTRACE_TOOL_VARS lists the variables install_tools exports.
+CCTRACE_TOOL_VARS="CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN
+CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN CCTRACE_HELM_BIN CCTRACE_NGINX_BIN"
 
 tools_log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -88,23 +95,26 @@ install_jaeger() {
 	CCTRACE_JAEGER_BIN="$dir/jaeger"
 }
 
-# --- Prometheus and Alertmanager (Debian) -----------------------------------------------------
+# --- Prometheus, Alertmanager and nginx (Debian) ----------------------------------------------
 # The Debian packages enable and try to start services. Starting is refused here through
 # policy-rc.d (a temporary one is put in place when the machine has none), and on a machine
 # run by systemd the units are stopped and disabled, so no server stays bound to 0.0.0.0.
 # The tests start their own servers from the binaries only.
 
+nginx_path() { command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; }; }
+
 prometheus_bins_present() {
 	command -v prometheus >/dev/null && command -v promtool >/dev/null &&
 		command -v amtool >/dev/null &&
-		{ command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null; }
+		{ command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null; } &&
+		nginx_path >/dev/null
 }
 
 apt_install_prometheus() {
 	prometheus_bins_present && return 0
 	if [ "$(id -u)" != 0 ]; then
-		tools_log "prometheus, promtool, prometheus-alertmanager and amtool are missing; as root run:"
-		tools_log "  apt-get install -y --no-install-recommends prometheus prometheus-alertmanager"
+		tools_log "prometheus, promtool, prometheus-alertmanager, amtool or nginx are missing; as root run:"
+		tools_log "  apt-get install -y --no-install-recommends prometheus prometheus-alertmanager nginx-light"
 		return 1
 	fi
 	local policy=/usr/sbin/policy-rc.d own_policy=0 rc=0
@@ -116,11 +126,11 @@ apt_install_prometheus() {
 	{
 		apt-get update -qq &&
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				prometheus prometheus-alertmanager >/dev/null
+				prometheus prometheus-alertmanager nginx-light >/dev/null
 	} || rc=$?
 	[ $own_policy = 1 ] && rm -f "$policy"
 	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
-		systemctl disable --now prometheus.service prometheus-alertmanager.service >/dev/null 2>&1 || true
+		systemctl disable --now prometheus.service prometheus-alertmanager.service nginx.service >/dev/null 2>&1 || true
 	fi
 	return $rc
 }
@@ -133,6 +143,7 @@ install_prometheus() {
 	tools_executable "${CCTRACE_PROMTOOL_BIN:-}" || CCTRACE_PROMTOOL_BIN=$(command -v promtool)
 	tools_executable "${CCTRACE_ALERTMANAGER_BIN:-}" || CCTRACE_ALERTMANAGER_BIN=$am
 	tools_executable "${CCTRACE_AMTOOL_BIN:-}" || CCTRACE_AMTOOL_BIN=$(command -v amtool)
+	tools_executable "${CCTRACE_NGINX_BIN:-}" || CCTRACE_NGINX_BIN=$(nginx_path)
 }
 
 # --- Claude Code CLI (npm) --------------------------------------------------------------------
@@ -199,32 +210,116 @@ install_staticcheck() {
 	CCTRACE_STATICCHECK_BIN="$dir/staticcheck"
 }
 
+# --- OpenTelemetry Collector (ocb) -------------------------------------------------------------
+# tools/otelcol pins ocb; its manifest names the components. The cache directory is keyed by the
+# manifest's content as well as ocb's version, so that a change of components rebuilds it.
+
+otelcol_dir() {
+	local version sum
+	version=$(cd "$CCTRACE_ROOT/tools/otelcol" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/cmd/builder) || return 1
+	sum=$(sha256sum "$CCTRACE_ROOT/tools/otelcol/manifest.yaml" | cut -c1-12)
+	printf '%s\n' "$CCTRACE_CACHE/otelcol-$version-$sum"
+}
+
+build_otelcol() {
+	local dir=$1
+	[ -x "$dir/otelcol-cctrace" ] && return 0
+	mkdir -p "$dir"
+	tools_log "building the OpenTelemetry Collector with ocb (cold on 2 cores: 10 to 20 minutes)"
+	sed "s#^  output_path: .*#  output_path: $dir/src#" "$CCTRACE_ROOT/tools/otelcol/manifest.yaml" >"$dir/manifest.yaml"
+	(cd "$CCTRACE_ROOT/tools/otelcol" && go tool builder --config "$dir/manifest.yaml") >"$dir/build.log" 2>&1 || {
+		tail -20 "$dir/build.log" >&2
+		return 1
+	}
+	mv -f "$dir/src/otelcol-cctrace" "$dir/otelcol-cctrace"
+}
+
+install_otelcol() {
+	tools_executable "${CCTRACE_OTELCOL_BIN:-}" && return 0
+	local dir
+	dir=$(otelcol_dir) || {
+		tools_log "cannot read ocb's version from tools/otelcol/go.mod"
+		return 1
+	}
+	tools_locked "$(basename "$dir")" build_otelcol "$dir" || return 1
+	CCTRACE_OTELCOL_BIN="$dir/otelcol-cctrace"
+}
+
+# --- Helm -------------------------------------------------------------------------------------
+# tools/helm names helm.sh/helm/v4/cmd/helm as a tool; its go.mod pins the version.
+
+helm_version() {
+	(cd "$CCTRACE_ROOT/tools/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+}
+
+build_helm() {
+	local version=$1 dir=$2
+	[ -x "$dir/helm" ] && return 0
+	mkdir -p "$dir"
+	tools_log "building helm $version (cold on 2 cores: 3 to 8 minutes)"
+	(
+		cd "$CCTRACE_ROOT/tools/helm" &&
+			CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
+				-o "$dir/helm.tmp" helm.sh/helm/v4/cmd/helm
+	) || return 1
+	mv -f "$dir/helm.tmp" "$dir/helm"
+}
+
+install_helm() {
+	tools_executable "${CCTRACE_HELM_BIN:-}" && return 0
+	local version dir
+	version=$(helm_version) || {
+		tools_log "cannot read the helm version from tools/helm/go.mod"
+		return 1
+	}
+	dir="$CCTRACE_CACHE/helm-$version"
+	tools_locked "helm-$version" build_helm "$version" "$dir" || return 1
+	CCTRACE_HELM_BIN="$dir/helm"
+}
+
 # --- all --------------------------------------------------------------------------------------
 
-# install_tools installs everything, building Jaeger in the background meanwhile, and exports
-# the CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
+# install_tools installs everything, building Jaeger, the collector and helm in the background
+# meanwhile (one after another: each build alone keeps both cores busy), and exports the
+# CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
 install_tools() {
-	local failed=0 jaeger_log jaeger_pid
-	jaeger_log=$(mktemp)
-	# The Jaeger build runs in a subshell; it reports its path through the cache, read below.
-	(tools_timed "jaeger" install_jaeger) >"$jaeger_log" 2>&1 &
-	jaeger_pid=$!
-	tools_timed "prometheus+alertmanager (apt)" install_prometheus || failed=1
+	local failed=0 builds_log builds_pid
+	builds_log=$(mktemp)
+	# The builds run in a subshell; they report their paths through the cache, read below.
+	(
+		rc=0
+		tools_timed "jaeger" install_jaeger || rc=1
+		tools_timed "otelcol (ocb)" install_otelcol || rc=1
+		tools_timed "helm" install_helm || rc=1
+		exit $rc
+	) >"$builds_log" 2>&1 &
+	builds_pid=$!
+	tools_timed "prometheus+alertmanager+nginx (apt)" install_prometheus || failed=1
 	tools_timed "claude code (npm)" install_claude || failed=1
 	tools_timed "staticcheck" install_staticcheck || failed=1
-	wait "$jaeger_pid" || failed=1
-	cat "$jaeger_log" >&2
-	rm -f "$jaeger_log"
+	wait "$builds_pid" || failed=1
+	cat "$builds_log" >&2
+	rm -f "$builds_log"
 	if ! tools_executable "${CCTRACE_JAEGER_BIN:-}"; then
 		local version
 		version=$(jaeger_version) && CCTRACE_JAEGER_BIN="$CCTRACE_CACHE/jaeger-$version/jaeger"
 		tools_executable "$CCTRACE_JAEGER_BIN" || failed=1
 	fi
+	if ! tools_executable "${CCTRACE_OTELCOL_BIN:-}"; then
+		local dir
+		dir=$(otelcol_dir) && CCTRACE_OTELCOL_BIN="$dir/otelcol-cctrace"
+		tools_executable "$CCTRACE_OTELCOL_BIN" || failed=1
+	fi
+	if ! tools_executable "${CCTRACE_HELM_BIN:-}"; then
+		local version
+		version=$(helm_version) && CCTRACE_HELM_BIN="$CCTRACE_CACHE/helm-$version/helm"
+		tools_executable "$CCTRACE_HELM_BIN" || failed=1
+	fi
 	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
-		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN
+		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN \
+		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN
 	local v
-	for v in CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
-		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN; do
+	for v in $CCTRACE_TOOL_VARS; do
 		tools_log "$v=${!v:-(missing)}"
 	done
 	return $failed
@@ -233,8 +328,7 @@ install_tools() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -euo pipefail
 	install_tools
-	for v in CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
-		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN; do
+	for v in $CCTRACE_TOOL_VARS; do
 		printf 'export %s=%q\n' "$v" "${!v}"
 	done
 fi

@@ -8,6 +8,12 @@
 // Usage:
 //
 //	cctrace-bench -cctrace PATH -bare PATH [-reps 5] [-short] [-out results.md] [-variants …]
+//	cctrace-bench -cctrace PATH -bare PATH -replicas 1,2,3 [-sessions 8,32,128] [-session-think 1s]
+//
+// With -replicas it runs the replica benchmark instead: the team gateway as deploy/ ships it
+// (nginx with deploy/nginx/cctrace.conf, consistent hashing on the session header) in front of
+// 1, 2 and 3 cctrace replicas, against the same nginx in front of as many bare proxies, with
+// every number of concurrent Claude-Code-shaped sessions, each pausing between its requests.
 //
 // -bare is internal/bench/bareproxy, the baseline proxy, built as a program of its own (its doc
 // says why). scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few
@@ -26,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -71,6 +78,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		maxReq     = fs.Int("max-requests", 3000, "requests per run at most")
 		outPath    = fs.String("out", "", "also write the Markdown report to this file")
 		workDir    = fs.String("dir", "", "directory for configs and logs (default: a new temporary one, removed afterwards)")
+		replicas   = fs.String("replicas", "", "run the replica benchmark with these replica counts behind nginx (e.g. 1,2,3) instead of the side-by-side one")
+		sessions   = fs.String("sessions", "8,32,128", "replica benchmark: concurrent sessions of each run")
+		sessThink  = fs.Duration("session-think", time.Second, "replica benchmark: each session's pause between the end of a stream and its next request")
+		sessSize   = fs.Int("session-size", 200<<10, "replica benchmark: request body size in bytes")
+		sessDur    = fs.Duration("session-duration", 10*time.Second, "replica benchmark: time per run")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -107,13 +119,43 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	var report strings.Builder
 	w := io.MultiWriter(out, &report)
-	err = runBench(ctx, cfg, dir, w)
+	if *replicas != "" {
+		rc := replicaConfig{think: *sessThink, size: *sessSize, duration: *sessDur}
+		if rc.counts, err = positiveInts(*replicas); err != nil {
+			return fmt.Errorf("-replicas: %w", err)
+		}
+		if rc.sessions, err = positiveInts(*sessions); err != nil {
+			return fmt.Errorf("-sessions: %w", err)
+		}
+		if *short {
+			rc.sessions, rc.duration, rc.think = []int{4}, time.Second, 100*time.Millisecond
+		}
+		if cfg.bare == "" {
+			return errors.New("the replica benchmark needs -bare (go build -o bareproxy ./internal/bench/bareproxy)")
+		}
+		err = runReplicas(ctx, cfg, rc, dir, w)
+	} else {
+		err = runBench(ctx, cfg, dir, w)
+	}
 	if *outPath != "" {
 		if werr := os.WriteFile(*outPath, []byte(report.String()), 0o644); werr != nil {
 			err = errors.Join(err, fmt.Errorf("writing report: %w", werr))
 		}
 	}
 	return err
+}
+
+// positiveInts parses a comma-separated list of positive integers.
+func positiveInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 type config struct {

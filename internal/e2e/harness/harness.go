@@ -1,9 +1,11 @@
 // Package harness starts the real external components that cctrace's end-to-end tests talk to
-// (Jaeger v2, Prometheus, the Claude Code CLI) and reads back what they recorded.
+// (Jaeger v2, Prometheus, the Claude Code CLI, an OpenTelemetry Collector, nginx) and reads back
+// what they recorded.
 //
 // Binaries are found through environment variables that scripts/test.sh exports after
 // installing them: CCTRACE_JAEGER_BIN, CCTRACE_PROMETHEUS_BIN, CCTRACE_PROMTOOL_BIN,
-// CCTRACE_ALERTMANAGER_BIN, CCTRACE_AMTOOL_BIN and CCTRACE_CLAUDE_BIN. A test that needs one
+// CCTRACE_ALERTMANAGER_BIN, CCTRACE_AMTOOL_BIN, CCTRACE_CLAUDE_BIN, CCTRACE_OTELCOL_BIN and
+// CCTRACE_NGINX_BIN. A test that needs one
 // calls Require: outside CI a missing binary skips the test, under CI=true it fails it.
 //
 // Every server binds to 127.0.0.1 on ports chosen by FreePort, writes its output to a log file in
@@ -32,6 +34,8 @@ const (
 	EnvAlertmanager = "CCTRACE_ALERTMANAGER_BIN" // alertmanager (Debian: prometheus-alertmanager)
 	EnvAmtool       = "CCTRACE_AMTOOL_BIN"       // amtool
 	EnvClaude       = "CCTRACE_CLAUDE_BIN"       // Claude Code CLI native binary
+	EnvOtelcol      = "CCTRACE_OTELCOL_BIN"      // OpenTelemetry Collector built by ocb from tools/otelcol
+	EnvNginx        = "CCTRACE_NGINX_BIN"        // nginx (Debian: nginx-light)
 )
 
 // InCI reports whether the CI environment variable is set to a true value ("true", "1", …).

@@ -208,12 +208,13 @@ func TestDecodeTraces(t *testing.T) {
 				 "tags":[{"key":"s","type":"string","value":"x"},{"key":"b","type":"bool","value":false},{"key":"f","type":"float64","value":1.5}],
 				 "logs":[{"timestamp":1700000000000003,"fields":[{"key":"event","type":"string","value":"e"}]}],
 				 "processID":"p2","warnings":["w"]}],
-				"processes":{"p1":{"serviceName":"a","tags":[]},"p2":{"serviceName":"b","tags":[]}}}]}`,
+				"processes":{"p1":{"serviceName":"a","tags":[{"key":"service.instance.id","type":"string","value":"r1"}]},"p2":{"serviceName":"b","tags":[]}}}]}`,
 			want: []Trace{{TraceID: "t1", Spans: []Span{
 				{
 					TraceID: "t1", SpanID: "s1", OperationName: "root",
 					StartTime: time.UnixMicro(1700000000000001), Duration: 5 * time.Microsecond,
 					Tags: map[string]any{"n": int64(9007199254740993)}, ServiceName: "a",
+					Process: map[string]any{"service.instance.id": "r1"},
 				},
 				{
 					TraceID: "t1", SpanID: "s2", ParentSpanID: "s1", OperationName: "kid",
@@ -221,7 +222,7 @@ func TestDecodeTraces(t *testing.T) {
 					StartTime:  time.UnixMicro(1700000000000002), Duration: time.Microsecond,
 					Tags:        map[string]any{"s": "x", "b": false, "f": 1.5},
 					Logs:        []Log{{Timestamp: time.UnixMicro(1700000000000003), Fields: map[string]any{"event": "e"}}},
-					ServiceName: "b", Warnings: []string{"w"},
+					ServiceName: "b", Process: map[string]any{}, Warnings: []string{"w"},
 				},
 			}}},
 		},

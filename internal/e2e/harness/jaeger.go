@@ -130,7 +130,10 @@ type Span struct {
 	StartTime   time.Time
 	Duration    time.Duration // microsecond resolution
 	ServiceName string        // the resource's service.name
-	Warnings    []string      // Jaeger's own complaints about the span
+	// Process holds the other resource attributes of the process that sent the span, such as
+	// service.instance.id; values typed as in Tags.
+	Process  map[string]any
+	Warnings []string // Jaeger's own complaints about the span
 }
 
 // Reference links a span to another span.
@@ -267,7 +270,8 @@ type apiTraces struct {
 			Warnings  []string `json:"warnings"`
 		} `json:"spans"`
 		Processes map[string]struct {
-			ServiceName string `json:"serviceName"`
+			ServiceName string        `json:"serviceName"`
+			Tags        []apiKeyValue `json:"tags"`
 		} `json:"processes"`
 	} `json:"data"`
 	Errors []struct {
@@ -299,6 +303,14 @@ func decodeTraces(body []byte) ([]Trace, error) {
 	traces := make([]Trace, 0, len(resp.Data))
 	for _, d := range resp.Data {
 		tr := Trace{TraceID: d.TraceID}
+		processes := make(map[string]map[string]any, len(d.Processes))
+		for id, p := range d.Processes {
+			tags, err := decodeKeyValues(p.Tags)
+			if err != nil {
+				return nil, fmt.Errorf("process %s tags: %w", id, err)
+			}
+			processes[id] = tags
+		}
 		for _, s := range d.Spans {
 			span := Span{
 				TraceID:       s.TraceID,
@@ -307,6 +319,7 @@ func decodeTraces(body []byte) ([]Trace, error) {
 				StartTime:     time.UnixMicro(s.StartTime),
 				Duration:      time.Duration(s.Duration) * time.Microsecond,
 				ServiceName:   d.Processes[s.ProcessID].ServiceName,
+				Process:       processes[s.ProcessID],
 				Warnings:      s.Warnings,
 			}
 			for _, r := range s.References {

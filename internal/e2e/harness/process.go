@@ -30,6 +30,11 @@ type process struct {
 
 // startProcess starts bin with args, output to logPath. The caller registers stop.
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	return startProcessEnv(name, logPath, nil, bin, args...)
+}
+
+// startProcessEnv is startProcess with env added to the child's environment.
+func startProcessEnv(name, logPath string, env []string, bin string, args ...string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s log: %w", name, err)
@@ -39,7 +44,7 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), env...)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
