@@ -411,15 +411,24 @@ func TestReplicasBehindNginx(t *testing.T) {
 				}
 			}
 		}
-		// The turn that moved: one trace, with spans from the killed replica and from the one
-		// that took it over.
+		// The turn that moved: one trace, whose root is the part the surviving replica carried
+		// on (it did not see the turn's start, and saw its end). The killed replica held its
+		// part of the turn until the turn's end (a cctrace exports a turn's spans together), so
+		// it died with them: nothing of it is in the trace, rather than spans whose parent never
+		// came.
 		if got := bySession[slowTool.id]; len(got) == 1 {
 			from := map[any]bool{}
 			for _, sp := range got[0].Spans {
 				from[sp.Process["service.instance.id"]] = true
 			}
-			if !from[replicaInstance(victim)] || len(from) < 2 {
-				t.Errorf("the moved turn's trace has spans from %v, want the killed replica %s's and another's", keys(from), replicaInstance(victim))
+			if from[replicaInstance(victim)] || len(from) != 1 {
+				t.Errorf("the moved turn's trace has spans from %v, want only the replica that took it over", keys(from))
+			}
+			for _, root := range turnRoots(got[0]) {
+				if root.Tags["cctrace.turn.trigger"] == "prompt" || root.Tags["cctrace.turn.outcome"] != "end_turn" {
+					t.Errorf("the moved turn's root: trigger %v, outcome %v; want the part that went on from the middle to the end",
+						root.Tags["cctrace.turn.trigger"], root.Tags["cctrace.turn.outcome"])
+				}
 			}
 		}
 	})
@@ -542,7 +551,8 @@ func startReplica(t *testing.T, i, proxyPort int, upstream, otlp string) *replic
 		"--metrics-listen", "127.0.0.1:"+strconv.Itoa(metricsPort),
 		"--upstream", upstream,
 		"--turn-idle-timeout", "2m",
-		"--shutdown-grace", "5s")
+		"--shutdown-grace", "5s",
+		"--replica")
 	r.cmd.Env = append(cleanEnv(),
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp,
 		"OTEL_SERVICE_NAME="+replicaService,
