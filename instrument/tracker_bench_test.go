@@ -110,7 +110,7 @@ func idleSessionsHeap(tb testing.TB, n int) uint64 {
 	return after.HeapAlloc - before.HeapAlloc
 }
 
-// TestIdleSessionsMemory checks the issue 6 target: 10,000 idle sessions (each after a finished
+// TestIdleSessionsMemory checks the guard of BENCHMARKS.md: 10,000 idle sessions (each after a finished
 // turn, with a 200 KB history) take at most 50 MB, because per-session state is proportional to
 // what is pending, not to the history.
 func TestIdleSessionsMemory(t *testing.T) {

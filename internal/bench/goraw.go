@@ -18,7 +18,7 @@ import (
 // connection, reads the answer's head (http.ReadResponse) and copies its body back, one write
 // per read, all on that goroutine. No http.Server, ReverseProxy or http.Transport is on its path,
 // so none of their goroutine hand-offs: it shows how much of nginx's lead over the bare proxy a
-// Go program can have at all (issue 6; BENCHMARKS.md). A measuring instrument for plain-HTTP
+// Go program can have at all. A measuring instrument for plain-HTTP
 // upstreams that keep connections open, not a proxy for users: no timeouts, no retries, no
 // header rules beyond dropping hop-by-hop ones. Build it with NewGoRaw.
 type GoRaw struct {

@@ -204,7 +204,7 @@ type PairedRatio struct {
 
 // PairedRatios returns the PairedRatio of the p50 of figure (Result.TTFB, say) for every variant
 // but baseline in every cell, in first-seen order. Repetitions vary independently of each other
-// on a shared machine (issue 6: two identical proxies 0.08–0.16 apart over 8), so a cell's ratio
+// on a shared machine (two identical proxies measure apart), so a cell's ratio
 // is only as good as the number of repetitions behind it; the interval says how good.
 func PairedRatios(samples []Sample, baseline string, figure func(Result) []time.Duration) []PairedRatio {
 	type repKey struct {

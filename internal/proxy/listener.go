@@ -17,8 +17,8 @@ import (
 // only then times the headers. Clients do open connections ahead of use (Go's transport dials
 // one for a request that another connection then serves, and keeps it), and a client that
 // starts a request on one just as the server closes it loses that request: a POST on a
-// connection never used before is not retried. cctrace lost 3-16 requests at a time that way in
-// the bench (issue 6), all on connections opened 30 s earlier. Behind this listener a new
+// connection never used before is not retried. cctrace lost requests that way in the bench, all
+// on connections opened one header timeout earlier. Behind this listener a new
 // connection is treated as a kept-alive one: the server's header timeout starts at the first
 // byte, and a connection that sends nothing for idle is closed, as a kept-alive one is after
 // its IdleTimeout.

@@ -49,7 +49,7 @@ func firstByte(idle time.Duration) func(net.Listener) net.Listener {
 	return func(ln net.Listener) net.Listener { return AcceptOnFirstByte(ln, idle) }
 }
 
-// TestConnectionOpenedAheadOfUse is the bench's lost requests (issue 6): a client opens a
+// TestConnectionOpenedAheadOfUse is the bench's lost requests: a client opens a
 // connection, uses it for a POST only after the server's header timeout, and must get its
 // answer. Go's client does not retry a POST on a connection it never used, so a server that
 // closed the connection at its header timeout fails the request.

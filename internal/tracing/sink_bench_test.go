@@ -48,7 +48,7 @@ func newChatTurn(tb testing.TB) *chatTurn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// The profile of issue 6 ran with 10 KB bodies.
+	// The hot-path profiles ran with 10 KB bodies.
 	body, err := wire.ParseBody(rec.Body(10<<10), "")
 	if err != nil {
 		tb.Fatal(err)

@@ -6,8 +6,8 @@
 //
 // It is not a subcommand of cctrace-bench on purpose. Run from the load generator's own
 // executable, the proxy shares its code, at the same addresses, with the client and the
-// upstream it sits between, and measured about 10 % faster on the request's way out at 10 KB c1
-// than the same code built into any other program (issue 6; BENCHMARKS.md). cctrace and nginx
+// upstream it sits between, and measured faster on the request's way out than the same code
+// built into any other program. cctrace and nginx
 // never get that advantage, so the baseline must not either.
 //
 // Usage:
