@@ -121,8 +121,8 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cctrace serve: %v\n", err)
 		return 1
 	}
-	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "upstream", redactedURL(o.upstream), "exporting", a.tracing != nil)
-	fmt.Fprintf(out, "cctrace: export ANTHROPIC_BASE_URL=%s\n", a.proxyURL())
+	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "provider", a.upstream.Provider().String(), "upstream", a.upstream.URL().Redacted(), "exporting", a.tracing != nil)
+	fmt.Fprintf(out, "cctrace: export %s\n", strings.Join(clientEnv(a.upstream.Provider(), a.proxyURL()), " "))
 	fmt.Fprintf(out, "cctrace: turns page %s/\n", a.metricsURL())
 	<-ctx.Done()
 	log.Info("shutting down: letting in-flight requests finish", "grace", o.shutdownGrace)
@@ -167,7 +167,7 @@ func run(args []string, stderr io.Writer) int {
 	cmd := exec.Command(path, rest[1:]...)
 	cmd.Args[0] = rest[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL="+a.proxyURL())
+	cmd.Env = append(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), clientEnv(a.upstream.Provider(), a.proxyURL())...)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "cctrace run: starting %s: %v\n", rest[0], err)
 		_ = a.shutdown()
