@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
 )
@@ -396,7 +397,8 @@ func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) 
 	t.Helper()
 	var want fakeapi.Usage
 	for _, sv := range served {
-		if sv.Path == "/v1/messages" {
+		// Messages calls, also under a cloud provider's paths.
+		if wire.ClassifyRoute(sv.Method, sv.Path).Endpoint == wire.EndpointMessages {
 			want = want.Add(sv.Usage)
 		}
 	}
