@@ -90,6 +90,10 @@ func New(ctx context.Context, cfg Config) (*Upstream, error) {
 		if b, err = newBedrockAuth(ctx, cfg.Region); err != nil {
 			return nil, err
 		}
+		if b.region == "" {
+			// SigV4 signs for a region, whichever URL the requests go to.
+			return nil, errors.New("bedrock: no AWS region: set --region, AWS_REGION or a profile's region")
+		}
 		cfg.Region = b.region
 		u.auth = b
 	case wire.ProviderFoundry:
