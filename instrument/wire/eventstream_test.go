@@ -213,3 +213,41 @@ func TestDecodeResponseCloudErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzEventStreamDecoder feeds arbitrary bytes, whole and split in two, to the Bedrock decoder:
+// it must never panic, and where the split falls must not change what it decodes.
+func FuzzEventStreamDecoder(f *testing.F) {
+	var stream []byte
+	for _, data := range sseData(`data: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":3}}}
+
+data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}}
+
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\":\"ls\"}"}}
+
+data: {"type":"message_stop"}
+`) {
+		stream = append(stream, chunkFrame(f, data)...)
+	}
+	f.Add(stream, 17)
+	f.Add(stream[:len(stream)-3], 0)
+	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 0, 1, 2, 3, 4}, 5)
+	now := time.Unix(1700000000, 0)
+	f.Fuzz(func(t *testing.T, b []byte, split int) {
+		whole := NewEventStreamDecoder()
+		whole.Write(b, now)
+		var want Response
+		whole.Finish(&want)
+		if len(b) == 0 {
+			return
+		}
+		split = min(max(split, 0), len(b))
+		parts := NewEventStreamDecoder()
+		parts.Write(b[:split], now)
+		parts.Write(b[split:], now)
+		var got Response
+		parts.Finish(&got)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("split at %d:\n got %+v\nwant %+v", split, got, want)
+		}
+	})
+}
