@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,6 +150,7 @@ func TestProvidersThroughCctrace(t *testing.T) {
 						}
 					}
 				}
+				checkProviderMetrics(t, cc.metricsURL, pc.model, api.Served())
 				dump, _ := json.Marshal(traces)
 				noCredentials(t, "Claude Code's output", out)
 				noCredentials(t, "the spans", dump)
@@ -231,11 +235,12 @@ func serveLoopback(t *testing.T, h http.Handler) string {
 
 // providerCctrace is one `cctrace serve` process.
 type providerCctrace struct {
-	proxyURL string
-	out      *syncBuffer
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	stopped  bool
+	proxyURL   string
+	metricsURL string
+	out        *syncBuffer
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	stopped    bool
 }
 
 // startCctrace starts `cctrace serve --provider p` forwarding to upstream, exporting to otlp, in
@@ -243,7 +248,11 @@ type providerCctrace struct {
 func startCctrace(t *testing.T, p wire.Provider, upstream, otlp string, env []string) *providerCctrace {
 	t.Helper()
 	proxyPort, metricsPort := harness.FreePort(t), harness.FreePort(t)
-	c := &providerCctrace{proxyURL: fmt.Sprintf("http://127.0.0.1:%d", proxyPort), out: &syncBuffer{}, exited: make(chan struct{})}
+	c := &providerCctrace{
+		proxyURL:   fmt.Sprintf("http://127.0.0.1:%d", proxyPort),
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d", metricsPort),
+		out:        &syncBuffer{}, exited: make(chan struct{}),
+	}
 	c.cmd = exec.Command(cctraceBin, "serve", "--provider", p.String(),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
 		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
@@ -319,5 +328,64 @@ func noCredentials(t *testing.T, what string, b []byte) {
 		if bytes.Contains(b, []byte(secret)) {
 			t.Errorf("a credential appears in %s", what)
 		}
+	}
+}
+
+// checkProviderMetrics reads cctrace's /metrics and wants the tokens the fake served, by type,
+// under the model Claude Code asked for, its requests counted, and their cost priced.
+func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakeapi.Served) {
+	t.Helper()
+	var want fakeapi.Usage
+	requests := 0
+	for _, sv := range served {
+		if wire.ClassifyRoute(sv.Method, sv.Path).Endpoint == wire.EndpointMessages {
+			want = want.Add(sv.Usage)
+			requests++
+		}
+	}
+	sample := func(body, series string) float64 {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`).FindStringSubmatch(body)
+		if m == nil {
+			return -1
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(metricsURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		got := map[string]float64{}
+		for typ, n := range map[string]int{"input": want.InputTokens, "output": want.OutputTokens, "cache_read": want.CacheReadInputTokens, "cache_creation": want.CacheCreationInputTokens} {
+			series := fmt.Sprintf(`cctrace_tokens_total{model=%q,type=%q}`, model, typ)
+			if v := sample(body, series); v != float64(n) {
+				got[series] = v
+			}
+		}
+		if v := sample(body, fmt.Sprintf(`cctrace_cost_usd_total{model=%q}`, model)); v <= 0 {
+			got["cost"] = v
+		}
+		n := 0.0
+		for _, m := range regexp.MustCompile(`(?m)^cctrace_requests_total\{code="200",kind="[^"]*",model="`+
+			regexp.QuoteMeta(model)+`",stop_reason="[^"]*"\} ([0-9]+)$`).FindAllStringSubmatch(body, -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			n += v
+		}
+		if n != float64(requests) {
+			got["requests"] = n
+		}
+		if len(got) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("metrics for %s (%d requests served) differ from what the fake served: %v", model, requests, got)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
