@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
 )
@@ -313,11 +314,15 @@ func tree(traces []harness.Trace) string {
 				}
 				return kids[i].OperationName < kids[j].OperationName
 			})
-			// Parallel tool spans start within the same response: order them by name.
+			// Parallel tool spans start within the same response: order them by name, and calls
+			// of one tool (two Agent calls) by what ran under them.
 			sort.SliceStable(kids, func(i, j int) bool {
 				ti, tj := strings.HasPrefix(kids[i].OperationName, "execute_tool"), strings.HasPrefix(kids[j].OperationName, "execute_tool")
 				if ti && tj && kids[j].StartTime.Sub(kids[i].StartTime) < 50*time.Millisecond && kids[i].StartTime.Sub(kids[j].StartTime) < 50*time.Millisecond {
-					return kids[i].OperationName < kids[j].OperationName
+					if kids[i].OperationName != kids[j].OperationName {
+						return kids[i].OperationName < kids[j].OperationName
+					}
+					return subtreeNames(tr, kids[i]) < subtreeNames(tr, kids[j])
 				}
 				return false
 			})
@@ -333,6 +338,22 @@ func tree(traces []harness.Trace) string {
 		walk(root, 0, 0)
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// subtreeNames lists the names of the spans under sp, sorted: what tells apart two calls of one
+// tool.
+func subtreeNames(tr harness.Trace, sp harness.Span) string {
+	var names []string
+	var walk func(harness.Span)
+	walk = func(s harness.Span) {
+		for _, k := range tr.Children(s.SpanID) {
+			names = append(names, k.OperationName)
+			walk(k)
+		}
+	}
+	walk(sp)
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }
 
 func canceledAttempt(sp harness.Span) bool {
@@ -396,7 +417,8 @@ func checkTokens(t *testing.T, traces []harness.Trace, served []fakeapi.Served) 
 	t.Helper()
 	var want fakeapi.Usage
 	for _, sv := range served {
-		if sv.Path == "/v1/messages" {
+		// Messages calls, also under a cloud provider's paths.
+		if wire.ClassifyRoute(sv.Method, sv.Path).Endpoint == wire.EndpointMessages {
 			want = want.Add(sv.Usage)
 		}
 	}

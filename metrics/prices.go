@@ -34,6 +34,36 @@ type Prices struct {
 	models []ModelPrice
 	exact  map[string]*ModelPrice // every listed id, as listed
 	family map[string]*ModelPrice // Family(id) of every listed id
+
+	// providers holds the cloud providers' own tables, by wire.Provider; a provider without
+	// one is billed at the table above (the Anthropic API's).
+	providers map[wire.Provider]*providerPrices
+}
+
+// providerPrices is how one cloud provider's prices differ from the Anthropic API's.
+type providerPrices struct {
+	rates            *Prices // the provider's own rates, by model (nil: none listed)
+	regionalPremium  float64 // multiplier on regional endpoints, 0 for none
+	regionalFamilies map[string]bool
+}
+
+// ProviderPrice is the JSON form of one provider's prices: models whose rates differ from the
+// Anthropic API's, and the premium its regional endpoints cost over its global ones.
+type ProviderPrice struct {
+	Source string   `json:"source,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
+	// Models lists the provider's own rates, in the format of the top-level models; a model it
+	// does not list is billed at the Anthropic API's rates.
+	Models []ModelPrice `json:"models,omitempty"`
+	// RegionalPremium multiplies the rates of the models it names on a regional endpoint.
+	RegionalPremium *RegionalPremium `json:"regional_premium,omitempty"`
+}
+
+// RegionalPremium is the surcharge of a provider's regional (or geographic) endpoints over its
+// global ones, for the models it names (family or exact ids).
+type RegionalPremium struct {
+	Multiplier float64  `json:"multiplier"`
+	IDs        []string `json:"ids"`
 }
 
 // ModelPrice is the price of one model: the ids it answers to and its rates. The zero value
@@ -68,10 +98,11 @@ type LongContext struct {
 
 // priceFile is the JSON form of a price table.
 type priceFile struct {
-	Version string       `json:"version"`
-	Source  string       `json:"source"`
-	Notes   []string     `json:"notes"`
-	Models  []ModelPrice `json:"models"`
+	Version   string                   `json:"version"`
+	Source    string                   `json:"source"`
+	Notes     []string                 `json:"notes"`
+	Models    []ModelPrice             `json:"models"`
+	Providers map[string]ProviderPrice `json:"providers"`
 }
 
 var defaultPrices = sync.OnceValue(func() *Prices {
@@ -105,7 +136,16 @@ func DefaultPrices() *Prices { return defaultPrices() }
 //	        "cache_write_5m": 7.5, "cache_write_1h": 12
 //	      }
 //	    }
-//	  ]
+//	  ],
+//	  "providers": {                           // optional: clouds that bill otherwise
+//	    "vertex": {                            // anthropic, vertex, bedrock or foundry
+//	      "source": "https://…",               // optional
+//	      "models": [ … ],                     // optional: rates that differ, as above
+//	      "regional_premium": {                // optional: regional endpoints cost more
+//	        "multiplier": 1.1, "ids": ["claude-sonnet-4-5"]
+//	      }
+//	    }
+//	  }
 //	}
 //
 // (JSON has no comments: the ones above only explain the fields.) Unknown fields, negative or
@@ -140,10 +180,53 @@ func ParsePrices(b []byte) (*Prices, error) {
 	if len(f.Models) == 0 {
 		return nil, errors.New(`no "models"`)
 	}
+	p, err := newPrices(f.Version, f.Source, f.Models)
+	if err != nil {
+		return nil, err
+	}
+	for name, pp := range f.Providers {
+		provider, err := wire.ParseProvider(name)
+		if err != nil {
+			return nil, fmt.Errorf(`"providers": %w`, err)
+		}
+		if p.providers == nil {
+			p.providers = make(map[wire.Provider]*providerPrices)
+		}
+		if p.providers[provider], err = parseProviderPrices(pp); err != nil {
+			return nil, fmt.Errorf(`"providers": %s: %w`, name, err)
+		}
+	}
+	return p, nil
+}
+
+func parseProviderPrices(pp ProviderPrice) (*providerPrices, error) {
+	out := &providerPrices{}
+	if len(pp.Models) > 0 {
+		rates, err := newPrices("", pp.Source, pp.Models)
+		if err != nil {
+			return nil, err
+		}
+		out.rates = rates
+	}
+	if rp := pp.RegionalPremium; rp != nil {
+		if rp.Multiplier < 1 || math.IsNaN(rp.Multiplier) || math.IsInf(rp.Multiplier, 0) {
+			return nil, fmt.Errorf(`regional_premium: "multiplier" must be at least 1, got %v`, rp.Multiplier)
+		}
+		out.regionalPremium = rp.Multiplier
+		out.regionalFamilies = make(map[string]bool, len(rp.IDs))
+		for _, id := range rp.IDs {
+			out.regionalFamilies[Family(id)] = true
+		}
+	}
+	return out, nil
+}
+
+// newPrices indexes a list of model prices.
+func newPrices(version, source string, models []ModelPrice) (*Prices, error) {
 	p := &Prices{
-		Version: f.Version,
-		Source:  f.Source,
-		models:  f.Models,
+		Version: version,
+		Source:  source,
+		models:  models,
 		exact:   make(map[string]*ModelPrice),
 		family:  make(map[string]*ModelPrice),
 	}
@@ -228,13 +311,54 @@ func (p *Prices) Lookup(model string) (*ModelPrice, bool) {
 	return m, ok
 }
 
-// Cost returns the USD cost of one request's usage on model, and false when the model is unpriced.
+// Cost returns the USD cost of one request's usage on model at the Anthropic API's rates, and
+// false when the model is unpriced.
 func (p *Prices) Cost(model string, u wire.Usage) (float64, bool) {
 	m, ok := p.Lookup(model)
 	if !ok {
 		return 0, false
 	}
 	return m.Cost(u), true
+}
+
+// ProviderCost returns Cost as provider bills it: at the provider's own rates for the models its
+// table lists (the Anthropic API's for the rest), times its regional premium on a regional
+// endpoint. globalEndpoint says whether requests go to the provider's global endpoint (Vertex
+// AI's "global" location); Bedrock's is read from each model id instead: a "global." inference
+// profile is global, any other (us., eu., … or an in-region model) regional. The Anthropic API
+// and Foundry have no regional premium.
+func (p *Prices) ProviderCost(provider wire.Provider, globalEndpoint bool) func(model string, u wire.Usage) (float64, bool) {
+	pp := p.providers[provider]
+	if pp == nil {
+		return p.Cost
+	}
+	return func(model string, u wire.Usage) (float64, bool) {
+		usd, ok := 0.0, false
+		if pp.rates != nil {
+			usd, ok = pp.rates.Cost(model, u)
+		}
+		if !ok {
+			if usd, ok = p.Cost(model, u); !ok {
+				return 0, false
+			}
+		}
+		if pp.regionalPremium > 0 && pp.regionalFamilies[Family(model)] && regionalEndpoint(provider, globalEndpoint, model) {
+			usd *= pp.regionalPremium
+		}
+		return usd, true
+	}
+}
+
+// regionalEndpoint reports whether a request for model went to a regional endpoint.
+func regionalEndpoint(provider wire.Provider, globalEndpoint bool, model string) bool {
+	if provider == wire.ProviderBedrock {
+		id := strings.ToLower(model)
+		if i := strings.LastIndexByte(id, '/'); i >= 0 {
+			id = id[i+1:] // an inference profile ARN ends in its id
+		}
+		return !strings.HasPrefix(id, "global.")
+	}
+	return !globalEndpoint
 }
 
 // Cost returns the USD cost of one request's usage. Cache writes are priced by TTL when the

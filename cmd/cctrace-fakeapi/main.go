@@ -1,9 +1,10 @@
 // Command cctrace-fakeapi serves a scripted fake of the Anthropic Messages API, for demos and for
 // recording what Claude Code sends:
 //
-//	go run ./cmd/cctrace-fakeapi --listen 127.0.0.1:0 --scenario tool_roundtrip [--record DIR]
+//	go run ./cmd/cctrace-fakeapi --listen 127.0.0.1:0 --scenario tool_roundtrip [--record DIR] [--provider vertex]
 //
-// It prints its base URL on stdout (use it as ANTHROPIC_BASE_URL) and serves until interrupted.
+// It prints its base URL on stdout (use it as ANTHROPIC_BASE_URL, or as the base URL of the
+// provider it plays) and serves until interrupted. It demands no credential.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/fakeapi"
 )
 
@@ -36,15 +38,20 @@ func run(args []string) error {
 	scenario := fs.String("scenario", "tool_roundtrip",
 		"scenario to serve: "+strings.Join(fakeapi.ScenarioNames(), ", "))
 	record := fs.String("record", "", "directory to record every exchange into (NNN.json)")
+	providerName := fs.String("provider", "anthropic", "provider to answer as: anthropic, vertex, bedrock or foundry")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parsing flags: %w", err)
+	}
+	provider, err := wire.ParseProvider(*providerName)
+	if err != nil {
+		return fmt.Errorf("choosing provider: %w", err)
 	}
 	script, err := fakeapi.Scenario(*scenario)
 	if err != nil {
 		return fmt.Errorf("choosing scenario: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts := []fakeapi.Option{fakeapi.WithLogger(logger)}
+	opts := []fakeapi.Option{fakeapi.WithLogger(logger), fakeapi.WithProvider(provider, fakeapi.Auth{})}
 	if *record != "" {
 		opts = append(opts, fakeapi.WithRecordDir(*record))
 	}

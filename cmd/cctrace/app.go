@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/pipeline"
+	"github.com/cctrace/cctrace/internal/provider"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/redact"
 	"github.com/cctrace/cctrace/internal/stack"
@@ -33,11 +35,12 @@ const maxHeaderBytes = 1 << 20
 
 // app is one running cctrace: the proxy and metrics listeners, the pipeline and the sinks.
 type app struct {
-	opts    options
-	log     *slog.Logger
-	out     io.Writer
-	store   *summary.Store
-	tracing *tracing.Sink // nil when no OTLP endpoint is configured
+	opts     options
+	upstream *provider.Upstream
+	log      *slog.Logger
+	out      io.Writer
+	store    *summary.Store
+	tracing  *tracing.Sink // nil when no OTLP endpoint is configured
 
 	proxyLn, metricsLn   net.Listener
 	proxyScheme          string // "https" with --tls-cert
@@ -51,10 +54,12 @@ type app struct {
 // start builds everything and starts serving. On error nothing is left running.
 func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*app, error) {
 	a := &app{opts: o, log: log, out: out, proxyScheme: "http"}
-	upstream, err := url.Parse(o.upstream)
+	up, err := newUpstream(ctx, o, log)
 	if err != nil {
-		return nil, fmt.Errorf("parsing --upstream: %w", err)
+		return nil, err
 	}
+	a.upstream = up
+	upstream := up.URL()
 
 	traceUI, err := ui.ParseTraceUI(o.uiURL)
 	if err != nil {
@@ -75,7 +80,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	a.store = summary.New(summary.WithOutput(out))
 	sinks := instrument.Sinks{m, a.store}
 
-	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent)}
+	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent), tracing.WithProvider(up.Provider())}
 	if host, port := hostPort(upstream); host != "" {
 		topts = append(topts, tracing.WithServer(host, port))
 	}
@@ -94,7 +99,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		instrument.WithToolTimeout(o.toolTimeout),
 		instrument.WithSessionTimeout(o.sessionTimeout),
 		instrument.WithMaxSessions(o.maxSessions),
-		instrument.WithPricing(prices.Cost),
+		instrument.WithPricing(prices.ProviderCost(up.Provider(), strings.EqualFold(providerRegion(o), "global"))),
 	}
 	if o.captureContent {
 		tropts = append(tropts, instrument.WithContentCapture(redact.Scrub))
@@ -106,7 +111,8 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		tropts = append(tropts, instrument.WithJoinClientTrace())
 	}
 	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log,
-		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
+		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
+		proxy.WithProvider(up.Provider()), proxy.WithRoute(up.Route), proxy.WithUpstreamAuth(up.Transport))
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)

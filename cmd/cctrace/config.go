@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/ui"
 )
 
@@ -22,24 +23,27 @@ const (
 
 // options is what the command line and CCTRACE_* environment configure.
 type options struct {
-	listen         string
-	upstream       string
-	metricsListen  string
-	captureContent bool
-	pricing        string
-	logFile        string
-	logLevel       string
-	shutdownGrace  time.Duration
-	toolTimeout    time.Duration
-	sessionTimeout time.Duration
-	maxSessions    int
-	parseLimit     int64
-	maxRequestBody int64
-	tlsCert        string
-	tlsKey         string
-	uiURL          string
-	replica        bool
-	joinClient     bool
+	listen          string
+	upstream        string
+	provider        string
+	region          string
+	foundryResource string
+	metricsListen   string
+	captureContent  bool
+	pricing         string
+	logFile         string
+	logLevel        string
+	shutdownGrace   time.Duration
+	toolTimeout     time.Duration
+	sessionTimeout  time.Duration
+	maxSessions     int
+	parseLimit      int64
+	maxRequestBody  int64
+	tlsCert         string
+	tlsKey          string
+	uiURL           string
+	replica         bool
+	joinClient      bool
 	// clientTelemetry (run only) turns on Claude Code's own tracing for the command.
 	clientTelemetry bool
 }
@@ -50,7 +54,10 @@ type options struct {
 func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&o.listen, "listen", listenDefault, "proxy listen address (point ANTHROPIC_BASE_URL here)")
-	fs.StringVar(&o.upstream, "upstream", defaultUpstream, "Anthropic API base URL to forward to")
+	fs.StringVar(&o.upstream, "upstream", "", "base URL to forward to (default: the --provider's, "+defaultUpstream+" for anthropic)")
+	fs.StringVar(&o.provider, "provider", "anthropic", "service Claude Code uses through cctrace: anthropic, vertex, bedrock or foundry")
+	fs.StringVar(&o.region, "region", "", "Vertex AI location (default $CLOUD_ML_REGION; global for the global endpoint) or Bedrock's AWS region (default the AWS configuration's, e.g. $AWS_REGION)")
+	fs.StringVar(&o.foundryResource, "foundry-resource", "", "Microsoft Foundry resource name, for https://{resource}.services.ai.azure.com (default $ANTHROPIC_FOUNDRY_RESOURCE)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", metricsDefault, "address serving the turns page (/), /metrics, /healthz and /api/turns")
 	fs.BoolVar(&o.captureContent, "capture-content", false, "add secret-scrubbed previews of prompts and tool input/output to spans")
 	fs.StringVar(&o.pricing, "pricing", "", "JSON price table overriding the embedded one")
@@ -92,9 +99,14 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 }
 
 func (o *options) validate() error {
-	u, err := url.Parse(o.upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("invalid --upstream %q: want an http:// or https:// base URL such as %s", redactedURL(o.upstream), defaultUpstream)
+	if o.upstream != "" {
+		u, err := url.Parse(o.upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("invalid --upstream %q: want an http:// or https:// base URL such as %s", redactedURL(o.upstream), defaultUpstream)
+		}
+	}
+	if _, err := wire.ParseProvider(o.provider); err != nil {
+		return fmt.Errorf("invalid --provider: %w", err)
 	}
 	if o.maxSessions < 1 {
 		return errors.New("invalid --max-sessions: must be at least 1")

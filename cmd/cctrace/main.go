@@ -141,8 +141,8 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cctrace serve: %v\n", err)
 		return 1
 	}
-	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "upstream", redactedURL(o.upstream), "exporting", a.tracing != nil)
-	fmt.Fprintf(out, "cctrace: export ANTHROPIC_BASE_URL=%s\n", a.proxyURL())
+	log.Info("cctrace listening", "proxy", a.proxyURL(), "metrics", a.metricsURL()+"/metrics", "turns", a.metricsURL()+"/", "provider", a.upstream.Provider().String(), "upstream", a.upstream.URL().Redacted(), "exporting", a.tracing != nil)
+	fmt.Fprintf(out, "cctrace: export %s\n", strings.Join(clientEnv(a.upstream.Provider(), a.proxyURL()), " "))
 	fmt.Fprintf(out, "cctrace: turns page %s/\n", a.metricsURL())
 	<-ctx.Done()
 	log.Info("shutting down: letting in-flight requests finish", "grace", o.shutdownGrace)
@@ -220,7 +220,7 @@ func run(args []string, stderr io.Writer) int {
 	cmd.Args[0] = rest[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// CCTRACE_URL tells `cctrace statusline`, run by the command, which cctrace to ask.
-	cmd.Env = append(env, "ANTHROPIC_BASE_URL="+a.proxyURL(), "CCTRACE_URL="+a.metricsURL())
+	cmd.Env = append(env, append(clientEnv(a.upstream.Provider(), a.proxyURL()), "CCTRACE_URL="+a.metricsURL())...)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "cctrace run: starting %s: %v\n", rest[0], err)
 		_ = a.shutdown()

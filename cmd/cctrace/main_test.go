@@ -88,6 +88,9 @@ func TestUsageErrors(t *testing.T) {
 		{"bad env", []string{"CCTRACE_MAX_SESSIONS=many"}, []string{"serve"}, 2, "invalid CCTRACE_MAX_SESSIONS"},
 		{"port in use", nil, []string{"serve", "--listen", busy.Addr().String(), "--metrics-listen", "127.0.0.1:0"}, 1, "address already in use"},
 		{"serve extra args", nil, []string{"serve", "claude"}, 2, "did you mean 'cctrace run -- claude'"},
+		{"bad provider", nil, []string{"serve", "--provider", "azure"}, 2, "invalid --provider"},
+		{"vertex without region", nil, []string{"serve", "--provider", "vertex"}, 1, "vertex: no region: set --region or CLOUD_ML_REGION"},
+		{"foundry without resource", []string{"CCTRACE_FOUNDRY_API_KEY=k"}, []string{"serve", "--provider", "foundry"}, 1, "foundry: no resource"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +102,30 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("the first line does not say it: %q", first)
 			}
 		})
+	}
+}
+
+// TestRunSetsTheProvidersEnvironment: cctrace run --provider puts the command in that
+// provider's mode, pointed at the proxy, with its own authentication off; the Foundry key cctrace
+// uses is neither passed on nor printed.
+func TestRunSetsTheProvidersEnvironment(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	const key = "SECRET-foundry-key-for-run"
+	_, stderr, code := cctrace(t, []string{"CCTRACE_FOUNDRY_API_KEY=" + key},
+		"run", "--provider", "foundry", "--upstream", "http://127.0.0.1:9", "--",
+		"sh", "-c", `printf '%s %s %s %s' "$CLAUDE_CODE_USE_FOUNDRY" "$ANTHROPIC_FOUNDRY_BASE_URL" "$CLAUDE_CODE_SKIP_FOUNDRY_AUTH" "$ANTHROPIC_BASE_URL" > `+out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^1 http://127\.0\.0\.1:\d+/anthropic 1 $`).Match(got) {
+		t.Errorf("the command's environment: %q", got)
+	}
+	if strings.Contains(stderr, key) {
+		t.Errorf("the key was printed:\n%s", stderr)
 	}
 }
 

@@ -113,4 +113,5 @@ func (a *app) startProbes(upstream *url.URL) {
 			probe(ctx, a.out, e)
 		}()
 	}
+	a.checkCredentials(ctx)
 }

@@ -1,7 +1,7 @@
 package wire
 
-// This file states the decoder entry points. Their bodies live in headers.go, body.go and
-// response.go.
+// This file states the decoder entry points. Their bodies live in headers.go, body.go,
+// response.go, provider.go and eventstream.go.
 
 // HashText hashes text for equality checks across requests (FNV-1a, 64 bits).
 // It is what Body.FirstHumanTextHash and AgentCall.PromptHash use.
@@ -18,12 +18,16 @@ func HashText(s string) uint64 {
 	return h
 }
 
-// The entry points below are implemented in headers.go, body.go and response.go:
+// The entry points below are implemented in headers.go, body.go, response.go, provider.go and
+// eventstream.go:
 //
 //	// ParseHeaders reads the Claude Code headers cctrace uses; credentials are never read.
 //	func ParseHeaders(h http.Header) Headers
 //	// ClassifyPath maps a method and URL path to an Endpoint.
 //	func ClassifyPath(method, path string) Endpoint
+//	// ClassifyRoute also classifies Vertex AI's and Bedrock's paths, and names the model and
+//	// streaming they carry (provider.go).
+//	func ClassifyRoute(method, path string) Route
 //	// ParseBody decodes a Messages API (or count_tokens) request body. contentEncoding is the
 //	// request's Content-Encoding ("" for identity); gzip, deflate, br and zstd are decoded.
 //	func ParseBody(body []byte, contentEncoding string) (*Body, error)
@@ -31,6 +35,9 @@ func HashText(s string) uint64 {
 //	// StreamDecoder decodes an SSE response incrementally, chunk by chunk as forwarded.
 //	type StreamDecoder struct{ … }
 //	func NewStreamDecoder() *StreamDecoder
+//	// NewEventStreamDecoder decodes Bedrock's AWS event-stream frames the same way
+//	// (eventstream.go).
+//	func NewEventStreamDecoder() *StreamDecoder
 //	// Write feeds the next chunk, received at now. It never fails; bad events are skipped and
 //	// remembered for Finish.
 //	func (d *StreamDecoder) Write(p []byte, now time.Time)

@@ -287,6 +287,13 @@ func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
 		req.ParseError = err.Error()
 		return err
 	}
+	// Vertex AI and Bedrock name the model in the path, and Bedrock streaming in it too.
+	if b.Model == "" {
+		b.Model = req.PathModel
+	}
+	if req.PathStream {
+		b.Stream = true
+	}
 	req.Body = b
 	return nil
 }

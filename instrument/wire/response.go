@@ -52,6 +52,10 @@ type StreamDecoder struct {
 
 	buffered bool // tests: decode every event line by line through event and data (no eventInPlace)
 
+	// frames is set for a Bedrock event stream (NewEventStreamDecoder): its events come in AWS
+	// event-stream frames instead of SSE lines.
+	frames *awsFrames
+
 	// t decodes event data; buf decodes tool input deltas.
 	t   tokens
 	buf []byte
@@ -74,7 +78,11 @@ func NewStreamDecoder() *StreamDecoder {
 // Write feeds the next chunk, received at now. It never fails; bad events are skipped and
 // remembered for Finish.
 func (d *StreamDecoder) Write(p []byte, now time.Time) {
-	d.write(p, now)
+	if d.frames != nil {
+		d.writeFrames(p, now)
+	} else {
+		d.write(p, now)
+	}
 	// Between chunks the decoder goes back to its pool, holding nothing of this one.
 	d.t.release()
 }
@@ -733,17 +741,24 @@ func decodeAgentCall(r *tokens, input []byte) *AgentCall {
 
 // decodeError reads an error object {"type":…,"message":…}.
 func decodeError(r *tokens, raw []byte) (typ, message string) {
+	var status string
 	r.reset(raw)
 	r.object(func(name []byte) {
 		switch string(name) {
 		case "type":
 			typ = r.text()
+		case "status":
+			// Google APIs (Vertex AI) name the error in "status" (UNAUTHENTICATED, …).
+			status = r.text()
 		case "message":
 			message = truncate(r.text(), PreviewLimit)
 		default:
 			r.skip()
 		}
 	})
+	if typ == "" {
+		typ = status
+	}
 	return typ, message
 }
 
@@ -757,9 +772,12 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 		resp.ParseError = fmt.Sprintf("decoding response body: %v", err)
 		return
 	}
-	if isEventStream(resp.ContentType) {
+	if isEventStream(resp.ContentType) || IsAWSEventStream(resp.ContentType) {
 		resp.Streamed = true
 		d := NewStreamDecoder()
+		if IsAWSEventStream(resp.ContentType) {
+			d = NewEventStreamDecoder()
+		}
 		d.Write(b, resp.End)
 		d.Finish(resp)
 		return
@@ -770,6 +788,7 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 	var (
 		r                tokens
 		typ, errRaw      []byte
+		awsMessage       string
 		inputTokens      int
 		hasInputTokens   bool
 		looksLikeMessage bool
@@ -787,6 +806,9 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 		case "content":
 			looksLikeMessage = true
 			r.skip()
+		case "message", "Message":
+			// AWS services (Bedrock) answer errors as {"message": …}.
+			awsMessage = truncate(r.text(), PreviewLimit)
 		default:
 			r.skip()
 		}
@@ -803,6 +825,8 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 		resp.ErrorType, resp.ErrorMessage = decodeError(&r, errRaw)
 	case endpoint == EndpointCountTokens && hasInputTokens:
 		resp.InputTokens = inputTokens
+	case resp.Status >= 400 && awsMessage != "":
+		resp.ErrorMessage = awsMessage
 	case string(typ) == "message" || looksLikeMessage:
 		mb := messageBuilder{complete: true}
 		mb.message(&r, b)

@@ -57,6 +57,14 @@ type Request struct {
 	Method     string
 	Path       string // URL path, without the query
 	Endpoint   Endpoint
+	// Provider is the service the proxy forwarded the request to.
+	Provider Provider
+	// PathModel is the model the path names (Vertex AI, Bedrock: Route.Model); their bodies
+	// carry none, and decoding fills Body.Model from it.
+	PathModel string
+	// PathStream is true when the path asks for a streamed answer (Route.Stream); decoding sets
+	// Body.Stream from it.
+	PathStream bool
 	Headers    Headers
 	BodySize   int64 // bytes of request body forwarded (after any transfer decoding)
 	// ContentEncoding is the request's Content-Encoding header ("" for identity): the body copy

@@ -2,12 +2,16 @@ package fakeapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
+
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // record is one exchange as written to the record directory.
@@ -21,11 +25,14 @@ type record struct {
 	status          int
 	respHeader      http.Header
 	response        []byte
+	provider        wire.Provider
 }
 
 // write stores the exchange as dir/NNN.json, one top-level key per line. "body" is the request
 // body itself when it is compact JSON (byte for byte what the client sent, after removing any
-// content encoding); any other body is stored as the string "body_text".
+// content encoding); any other body is stored as the string "body_text". "provider" names the
+// provider the fake played, when not the Anthropic API; a response that is not UTF-8 text
+// (Bedrock's event stream) is stored base64-encoded as "response_base64".
 func (r *record) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating record dir: %w", err)
@@ -57,9 +64,14 @@ func (r *record) write(dir string) error {
 		{"method", r.req.Method},
 		{"path", r.req.Path},
 		{"query", r.query},
-		{"headers", stripSecrets(r.req.Header)},
-		{"content_encoding", r.contentEncoding},
 	}
+	if r.provider != wire.ProviderAnthropic {
+		fields = append(fields, kv{"provider", r.provider.String()})
+	}
+	fields = append(fields,
+		kv{"headers", stripSecrets(r.req.Header)},
+		kv{"content_encoding", r.contentEncoding},
+	)
 	if isCompactJSON(r.req.Body) {
 		fields = append(fields, kv{"body", json.RawMessage(r.req.Body)})
 	} else {
@@ -69,8 +81,13 @@ func (r *record) write(dir string) error {
 		kv{"rule", r.rule},
 		kv{"status", r.status},
 		kv{"response_headers", stripSecrets(r.respHeader)},
-		kv{"response", string(r.response)},
 	)
+	// A binary answer (Bedrock's event stream) would not survive as a JSON string.
+	if utf8.Valid(r.response) {
+		fields = append(fields, kv{"response", string(r.response)})
+	} else {
+		fields = append(fields, kv{"response_base64", base64.StdEncoding.EncodeToString(r.response)})
+	}
 	for i, f := range fields {
 		if err := field(f.k, f.v, i == len(fields)-1); err != nil {
 			return err

@@ -43,7 +43,8 @@ func TestRecordedTraffic(t *testing.T) {
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			script, err := Scenario(name)
+			scenario, provider := RecordedScenario(name)
+			script, err := Scenario(scenario)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +52,7 @@ func TestRecordedTraffic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := New(script)
+			srv := New(script, WithProvider(provider, Auth{}))
 			for _, f := range files {
 				raw, err := os.ReadFile(f)
 				if err != nil {

@@ -18,6 +18,12 @@ type plan struct {
 	countTokens int // > 0: answer a count_tokens request
 	requestID   string
 	messageID   string
+	// bedrock: stream in AWS event-stream frames and answer errors in AWS's shape.
+	bedrock bool
+	// authFailure says why the request's credential was refused: answer as the provider would,
+	// with authStatus.
+	authFailure string
+	authStatus  int
 	// cut is set when the client went away before the stream's end; started says whether
 	// message_start, and with it the input usage, had been written by then.
 	cut, started bool
@@ -39,6 +45,11 @@ func streamErrorStatus(errType string) int {
 func (p *plan) describe(sv *Served) {
 	r := p.reply
 	switch {
+	case p.authFailure != "":
+		sv.Status = p.authStatus
+		sv.ErrorType = "authentication_error"
+	case p.rule == "inference_profiles":
+		sv.Status = http.StatusOK
 	case p.countTokens > 0:
 		sv.Status = http.StatusOK
 	case r.Status != 0:
@@ -69,6 +80,15 @@ func (s *Server) respond(w *teeWriter, hr *http.Request, p *plan) {
 	h.Set("request-id", p.requestID)
 	r := p.reply
 	switch {
+	case p.authFailure != "":
+		h.Del("request-id")
+		s.writeAuthFailure(w, p.authFailure)
+	case p.rule == "inference_profiles":
+		region := s.cfg.auth.AWSRegion
+		if region == "" {
+			region = "us-east-1"
+		}
+		writeInferenceProfiles(w, region)
 	case p.countTokens > 0:
 		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": p.countTokens})
 	case r.Status != 0:
@@ -76,14 +96,27 @@ func (s *Server) respond(w *teeWriter, hr *http.Request, p *plan) {
 			h.Set("retry-after", strconv.Itoa(int(r.RetryAfter.Round(time.Second)/time.Second)))
 			h.Set("retry-after-ms", strconv.FormatInt(r.RetryAfter.Milliseconds(), 10))
 		}
-		writeJSON(w, r.Status, errorBody(r.errorType(), r.ErrorMessage, p.requestID))
+		p.writeError(w, r.Status, r.errorType(), r.ErrorMessage)
 	case r.StreamError != "" && !p.stream:
-		writeJSON(w, streamErrorStatus(r.StreamError), errorBody(r.StreamError, r.ErrorMessage, p.requestID))
+		p.writeError(w, streamErrorStatus(r.StreamError), r.StreamError, r.ErrorMessage)
 	case p.stream:
 		s.stream(w, hr, p)
 	default:
 		writeJSON(w, http.StatusOK, p.message())
 	}
+}
+
+// writeError answers an HTTP error: Anthropic's JSON error shape, or AWS's for Bedrock.
+func (p *plan) writeError(w http.ResponseWriter, status int, errType, msg string) {
+	if !p.bedrock {
+		writeJSON(w, status, errorBody(errType, msg, p.requestID))
+		return
+	}
+	if msg == "" {
+		msg = defaultErrorMessage(errType)
+	}
+	w.Header().Set("X-Amzn-Errortype", "ServiceUnavailableException")
+	writeJSON(w, status, map[string]string{"message": msg})
 }
 
 // errorBody is the Anthropic JSON error shape.
@@ -174,10 +207,12 @@ func (p *plan) message() map[string]any {
 }
 
 // sseWriter writes events and flushes each one; it stops writing once the client is gone.
+// For Bedrock it writes each event as an event-stream frame, and an error as an exception.
 type sseWriter struct {
-	w   *teeWriter
-	req *http.Request
-	err error
+	w       *teeWriter
+	req     *http.Request
+	bedrock bool
+	err     error
 }
 
 func (e *sseWriter) event(name string, data any) {
@@ -188,7 +223,19 @@ func (e *sseWriter) event(name string, data any) {
 	if err != nil {
 		panic(fmt.Sprintf("fakeapi: marshalling %s event: %v", name, err))
 	}
-	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+	switch {
+	case e.bedrock && name == "error":
+		var body struct {
+			Error struct{ Type, Message string }
+		}
+		_ = json.Unmarshal(b, &body)
+		err = bedrockException(e.w, body.Error.Type, body.Error.Message)
+	case e.bedrock:
+		err = bedrockFrame(e.w, b)
+	default:
+		_, err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b)
+	}
+	if err != nil {
 		e.err = fmt.Errorf("writing %s event: %w", name, err)
 		return
 	}
@@ -221,12 +268,15 @@ func (e *sseWriter) pings(r Reply) {
 func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	if p.bedrock {
+		h.Set("Content-Type", "application/vnd.amazon.eventstream")
+	}
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 
 	r := p.reply
-	e := &sseWriter{w: w, req: hr}
+	e := &sseWriter{w: w, req: hr, bedrock: p.bedrock}
 	e.event("message_start", map[string]any{
 		"type": "message_start",
 		"message": map[string]any{

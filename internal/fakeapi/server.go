@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // maxBody bounds the request bodies the fake reads (Claude Code's are a few hundred KiB).
@@ -68,6 +70,8 @@ type config struct {
 	recordDir string
 	logger    *slog.Logger
 	chunk     int
+	provider  wire.Provider
+	auth      Auth
 }
 
 // Option configures a Server.
@@ -132,13 +136,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	s.mu.Unlock()
 
 	var p plan
+	route, profiles, known := s.providerRoute(hr)
 	switch {
-	case hr.Method == http.MethodPost && hr.URL.Path == "/v1/messages":
+	case known && s.authFailure(hr, raw) != "":
+		p = plan{rule: "unauthorized", authFailure: s.authFailure(hr, raw), authStatus: s.authStatus()}
+	case profiles:
+		p = plan{rule: "inference_profiles"}
+	case known && route.Endpoint == wire.EndpointMessages:
 		if err := req.decodeBody(); err != nil {
 			s.cfg.logger.Warn("decoding messages body", "seq", seq, "err", err)
 		}
+		// Vertex AI and Bedrock name the model (and Bedrock streaming) in the path.
+		if req.Model == "" {
+			req.Model = route.Model
+		}
+		req.Stream = req.Stream || route.Stream
 		p = s.planMessage(req, seq)
-	case hr.Method == http.MethodPost && hr.URL.Path == "/v1/messages/count_tokens":
+	case known && route.Endpoint == wire.EndpointCountTokens:
 		p = plan{rule: "count_tokens", countTokens: len(req.Body)/4 + 1}
 	default:
 		p = plan{rule: "not_found", reply: Reply{
@@ -181,6 +195,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 			seq: seq, start: start, end: time.Now(), req: req, query: hr.URL.RawQuery,
 			contentEncoding: hr.Header.Get("Content-Encoding"),
 			rule:            p.rule, status: tw.status(), respHeader: w.Header(), response: buf.Bytes(),
+			provider: s.cfg.provider,
 		}
 		if err := rec.write(s.cfg.recordDir); err != nil {
 			s.cfg.logger.Error("recording exchange", "seq", seq, "err", err)
@@ -215,6 +230,7 @@ func (s *Server) planMessage(req *Request, seq int) plan {
 	}
 	p.reply.ToolCalls = calls
 	p.stream = req.Stream
+	p.bedrock = s.cfg.provider == wire.ProviderBedrock
 	p.model = req.Model
 	if p.model == "" {
 		p.model = "claude-fake"

@@ -3,10 +3,8 @@ package pipeline_test
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"math/bits"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -40,22 +38,12 @@ func loadRecordedBodies(t *testing.T) []recordedBody {
 			t.Fatal(err)
 		}
 		for i, ex := range exchanges {
-			raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%03d.json", ex.Seq)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rec struct {
-				Response string `json:"response"`
-			}
-			if err := json.Unmarshal(raw, &rec); err != nil {
-				t.Fatal(err)
-			}
 			rb := recordedBody{
 				name:     fmt.Sprintf("%s/%03d", filepath.Base(dir), ex.Seq),
 				req:      *ex.Request,
 				reqBody:  ex.Body,
 				resp:     *ex.Response,
-				respBody: []byte(rec.Response),
+				respBody: []byte(ex.RawResponse()),
 			}
 			out = append(out, rb)
 			if i == 0 && rb.req.ContentEncoding == "" && rb.resp.ContentEncoding == "" {
@@ -158,10 +146,13 @@ func TestRecycledBodiesStayDecoded(t *testing.T) {
 	for i, rb := range recorded {
 		t.Run(rb.name, func(t *testing.T) {
 			if rb.req.Endpoint != wire.EndpointOther && len(rb.reqBody) > 0 {
-				want, err := wire.ParseBody(bytes.Clone(rb.reqBody), rb.req.ContentEncoding)
-				if err != nil {
+				// A fresh BodyCache decodes the body whole, and fills in what the path says
+				// (a cloud provider's model) as the pipeline's does.
+				pristine := rb.req
+				if err := wire.NewBodyCache(0).DecodeRequest(&pristine, bytes.Clone(rb.reqBody)); err != nil {
 					t.Fatalf("pristine request body: %v", err)
 				}
+				want := pristine.Body
 				decodedBodies++
 				if !reflect.DeepEqual(got[i].req.Body, want) {
 					t.Errorf("request body decoded before recycling differs from a pristine decode:\n got %+v\nwant %+v", got[i].req.Body, want)

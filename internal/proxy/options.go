@@ -4,8 +4,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
@@ -38,6 +40,9 @@ type config struct {
 	copyBudget int64 // <= 0: no limit
 	now        func() time.Time
 	bodies     *bodybuf.Pool
+	provider   wire.Provider
+	route      func(path string) *url.URL // nil: every request to the upstream New was given
+	auth       func(http.RoundTripper) http.RoundTripper
 }
 
 // Option configures a Proxy built by New.
@@ -54,6 +59,9 @@ func newConfig(opts []Option) config {
 	}
 	if c.transport == nil {
 		c.transport = defaultTransport()
+	}
+	if c.auth != nil {
+		c.transport = c.auth(c.transport)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -127,6 +135,27 @@ func WithBodyBuffers(pool *bodybuf.Pool) Option {
 // what a nil now means, is time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
+}
+
+// WithProvider names the service the upstream is, for wire.Request.Provider. The default is
+// wire.ProviderAnthropic.
+func WithProvider(p wire.Provider) Option {
+	return func(c *config) { c.provider = p }
+}
+
+// WithRoute sets which upstream base URL a request goes to, by its path: route returns one of a
+// fixed set of URLs (Bedrock's runtime and control-plane endpoints), or nil for the upstream
+// New was given. The default sends every request to that upstream.
+func WithRoute(route func(path string) *url.URL) Option {
+	return func(c *config) { c.route = route }
+}
+
+// WithUpstreamAuth sets how requests are authenticated on their way out: wrap is given the
+// transport (the default or WithTransport's) and returns the RoundTripper the proxy sends with,
+// which adds the upstream's credentials. The default, and what a nil wrap means, sends requests
+// with the credentials the client sent.
+func WithUpstreamAuth(wrap func(http.RoundTripper) http.RoundTripper) Option {
+	return func(c *config) { c.auth = wrap }
 }
 
 // defaultTransport is the transport WithTransport documents.

@@ -89,6 +89,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		defer r.Body.Close()
 	}
+	route := wire.ClassifyRoute(r.Method, r.URL.Path)
 	x := &exchange{
 		p: p,
 		req: &wire.Request{
@@ -96,7 +97,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Time:       p.cfg.now(),
 			Method:     r.Method,
 			Path:       r.URL.Path,
-			Endpoint:   wire.ClassifyPath(r.Method, r.URL.Path),
+			Endpoint:   route.Endpoint,
+			Provider:   p.cfg.provider,
+			PathModel:  route.Model,
+			PathStream: route.Stream,
 			Headers:    wire.ParseHeaders(r.Header),
 			// The copy stays encoded; the Observer decodes it with this.
 			ContentEncoding: r.Header.Get("Content-Encoding"),
@@ -160,6 +164,12 @@ func (p *Proxy) rejectTooLarge(w http.ResponseWriter, r *http.Request, x *exchan
 // rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
 // cctrace is the client's own local proxy, not a gateway the upstream should know about.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	if p.cfg.route != nil {
+		if u := p.cfg.route(pr.In.URL.Path); u != nil {
+			pr.SetURL(u)
+			return
+		}
+	}
 	pr.SetURL(p.upstream)
 }
 
@@ -175,14 +185,19 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	x.resp.RequestID = res.Header.Get("Request-Id")
 	x.resp.ContentType = res.Header.Get("Content-Type")
 	x.resp.ContentEncoding = res.Header.Get("Content-Encoding")
-	x.resp.Streamed = isEventStream(x.resp.ContentType)
+	awsStream := wire.IsAWSEventStream(x.resp.ContentType)
+	x.resp.Streamed = isEventStream(x.resp.ContentType) || awsStream
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser).
 		return nil
 	}
-	if x.resp.Streamed && isIdentity(x.resp.ContentEncoding) {
+	switch {
+	case awsStream && isIdentity(x.resp.ContentEncoding):
+		// Bedrock's binary event stream: decoded frame by frame like SSE, after each write.
+		x.decoder = wire.NewEventStreamDecoder()
+	case x.resp.Streamed && isIdentity(x.resp.ContentEncoding):
 		x.decoder = wire.NewStreamDecoder()
-	} else {
+	default:
 		x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength, &p.copies)
 	}
 	res.Body = &responseBody{ReadCloser: res.Body, x: x, length: res.ContentLength}

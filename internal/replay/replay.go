@@ -31,7 +31,8 @@ type Exchange struct {
 	response []byte
 }
 
-// RawResponse returns the response body as recorded (the SSE or JSON text the upstream sent).
+// RawResponse returns the response body as recorded (the SSE or JSON text the upstream sent, or
+// Bedrock's binary event stream).
 func (e *Exchange) RawResponse() string { return string(e.response) }
 
 // record is the on-disk form of one exchange.
@@ -42,6 +43,7 @@ type record struct {
 	Method          string              `json:"method"`
 	Path            string              `json:"path"`
 	Query           string              `json:"query"`
+	Provider        string              `json:"provider"`
 	Headers         map[string][]string `json:"headers"`
 	ContentEncoding string              `json:"content_encoding"`
 	Body            json.RawMessage     `json:"body"`
@@ -49,6 +51,7 @@ type record struct {
 	Status          int                 `json:"status"`
 	ResponseHeaders map[string][]string `json:"response_headers"`
 	Response        string              `json:"response"`
+	ResponseBase64  []byte              `json:"response_base64"`
 }
 
 // Sessions returns the recorded sessions under root (testdata/claude-code): its directories, in
@@ -86,23 +89,41 @@ func Load(dir string) ([]*Exchange, error) {
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", p, err)
 		}
-		out = append(out, r.exchange())
+		ex, err := r.exchange()
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", p, err)
+		}
+		out = append(out, ex)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out, nil
 }
 
-func (r *record) exchange() *Exchange {
+func (r *record) exchange() (*Exchange, error) {
 	id := uint64(r.Seq)
 	h := http.Header(r.Headers)
+	route := wire.ClassifyRoute(r.Method, r.Path)
 	req := &wire.Request{
 		ExchangeID:      id,
 		Time:            r.Time,
 		Method:          r.Method,
 		Path:            r.Path,
-		Endpoint:        wire.ClassifyPath(r.Method, r.Path),
+		Endpoint:        route.Endpoint,
+		PathModel:       route.Model,
+		PathStream:      route.Stream,
 		Headers:         wire.ParseHeaders(h),
 		ContentEncoding: r.ContentEncoding,
+	}
+	if r.Provider != "" {
+		p, err := wire.ParseProvider(r.Provider)
+		if err != nil {
+			return nil, err
+		}
+		req.Provider = p
+	}
+	response := []byte(r.Response)
+	if r.ResponseBase64 != nil {
+		response = r.ResponseBase64
 	}
 	body := []byte(r.Body)
 	if len(body) == 0 && r.BodyText != "" {
@@ -118,10 +139,10 @@ func (r *record) exchange() *Exchange {
 		RequestID:       rh.Get("Request-Id"),
 		ContentType:     rh.Get("Content-Type"),
 		ContentEncoding: rh.Get("Content-Encoding"),
-		Streamed:        strings.HasPrefix(rh.Get("Content-Type"), "text/event-stream"),
-		BodySize:        int64(len(r.Response)),
+		Streamed:        strings.HasPrefix(rh.Get("Content-Type"), "text/event-stream") || wire.IsAWSEventStream(rh.Get("Content-Type")),
+		BodySize:        int64(len(response)),
 	}
-	return &Exchange{Seq: r.Seq, Request: req, Response: resp, Header: h, Query: r.Query, Body: body, response: []byte(r.Response)}
+	return &Exchange{Seq: r.Seq, Request: req, Response: resp, Header: h, Query: r.Query, Body: body, response: response}, nil
 }
 
 // Target takes decoded requests and responses, like instrument.Tracker.

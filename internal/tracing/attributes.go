@@ -94,9 +94,25 @@ var (
 	operationChat        = semconv.GenAIOperationNameChat
 	operationInvokeAgent = semconv.GenAIOperationNameInvokeAgent
 	operationExecuteTool = semconv.GenAIOperationNameExecuteTool
-	providerAnthropic    = semconv.GenAIProviderNameAnthropic
 	toolTypeFunction     = semconv.GenAIToolTypeKey.String("function")
 )
+
+// providerName is gen_ai.provider.name for each provider, as semantic conventions v1.41 name
+// them. Microsoft Foundry has no value of its own: it serves Claude from the same Azure AI
+// services resources (*.services.ai.azure.com) as the Azure AI Inference API, which
+// azure.ai.inference names; azure.ai.openai is for Azure OpenAI's models only.
+func providerName(p wire.Provider) attribute.KeyValue {
+	switch p {
+	case wire.ProviderVertex:
+		return semconv.GenAIProviderNameGCPVertexAI
+	case wire.ProviderBedrock:
+		return semconv.GenAIProviderNameAWSBedrock
+	case wire.ProviderFoundry:
+		return semconv.GenAIProviderNameAzureAIInference
+	default:
+		return semconv.GenAIProviderNameAnthropic
+	}
+}
 
 // finishReasons are the gen_ai.response.finish_reasons values of the stop reasons the Messages API
 // documents, built once rather than per span (a slice value costs two allocations).
@@ -140,6 +156,7 @@ type attributeSet struct {
 	capture       bool
 	serverAddress string
 	serverPort    int
+	provider      wire.Provider // of turns and subagents
 }
 
 // spanAttributes appends the attributes of s for its kind to a.
@@ -165,7 +182,7 @@ func (b attributeSet) spanAttributes(a *attrs, s *instrument.Span) {
 }
 
 func (b attributeSet) turn(a *attrs, s *instrument.Span) {
-	a.add(operationInvokeAgent, providerAnthropic)
+	a.add(operationInvokeAgent, providerName(b.provider))
 	a.str(semconv.GenAIAgentNameKey, s.Agent)
 	index := s.TurnIndex
 	if t := s.Turn; t != nil && index == 0 {
@@ -199,10 +216,14 @@ func (b attributeSet) turn(a *attrs, s *instrument.Span) {
 }
 
 func (b attributeSet) chat(a *attrs, s *instrument.Span) {
-	a.add(operationChat, providerAnthropic)
+	c := s.Chat
+	provider := b.provider
+	if c != nil {
+		provider = c.Request.Provider
+	}
+	a.add(operationChat, providerName(provider))
 	a.str(semconv.ServerAddressKey, b.serverAddress)
 	a.positive(semconv.ServerPortKey, b.serverPort)
-	c := s.Chat
 	if c == nil {
 		return
 	}
@@ -346,7 +367,7 @@ func (b attributeSet) tool(a *attrs, s *instrument.Span) {
 }
 
 func (b attributeSet) subagent(a *attrs, s *instrument.Span) {
-	a.add(operationInvokeAgent, providerAnthropic)
+	a.add(operationInvokeAgent, providerName(b.provider))
 	sa := s.Subagent
 	if sa == nil {
 		a.str(semconv.GenAIAgentNameKey, s.Agent)

@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // config is what the options of New set.
@@ -19,6 +21,7 @@ type config struct {
 	logger          *slog.Logger
 	serverAddress   string
 	serverPort      int
+	provider        wire.Provider
 }
 
 // Option configures a Sink built by New.
@@ -74,6 +77,13 @@ func WithLogger(l *slog.Logger) Option {
 			c.logger = l
 		}
 	}
+}
+
+// WithProvider sets gen_ai.provider.name on the invoke_agent spans of turns and subagents: the
+// provider cctrace forwards to. Chat spans name the provider of their own request
+// (wire.Request.Provider). Default wire.ProviderAnthropic.
+func WithProvider(p wire.Provider) Option {
+	return func(c *config) { c.provider = p }
 }
 
 // WithServer sets server.address and server.port on chat spans: the upstream the proxy forwards

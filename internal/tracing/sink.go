@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // instrumentationName names the tracer (the instrumentation scope) of every span.
@@ -114,6 +115,7 @@ func New(opts ...Option) (*Sink, error) {
 			capture:       cfg.capture,
 			serverAddress: cfg.serverAddress,
 			serverPort:    cfg.serverPort,
+			provider:      cfg.provider,
 		},
 		logger: cfg.logger,
 		open:   make(map[spanKey]spanStart),
@@ -223,6 +225,7 @@ type spanStart struct {
 	start         time.Time
 	link          instrument.LinkedSpan // zero (invalid) without one
 	clientParent  bool                  // parent is a span of the client's trace
+	provider      wire.Provider         // a chat span's request's
 }
 
 // startOf returns what sp is at its start.
@@ -236,6 +239,9 @@ func startOf(sp *instrument.Span) spanStart {
 	}
 	if sp.Link != nil {
 		st.link = *sp.Link
+	}
+	if sp.Chat != nil {
+		st.provider = sp.Chat.Request.Provider
 	}
 	return st
 }
@@ -410,7 +416,11 @@ func (s *Sink) Shutdown(ctx context.Context) error {
 			// Ending now, status unset, with the attributes that the start's fields alone give:
 			// the conversation id and the constant ones of the span's kind.
 			var a attrs
-			s.attrs.spanAttributes(&a, &instrument.Span{Kind: st.kind, SessionID: st.session})
+			as := s.attrs
+			if st.kind == instrument.KindChat {
+				as.provider = st.provider
+			}
+			as.spanAttributes(&a, &instrument.Span{Kind: st.kind, SessionID: st.session})
 			s.begin(&st, st.name, a).End()
 		}
 		s.ended.Add(int64(len(open)))

@@ -22,6 +22,18 @@ case $scenario in
 	;;
 esac
 
+# A provider's recording (vertex_tool_roundtrip) runs the scenario after the prefix with the CLI in
+# that provider's mode, against the fake answering as that provider (no credentials checked:
+# Claude Code skips its own authentication, as behind cctrace).
+provider=anthropic
+fake_scenario=$scenario
+case $scenario in
+vertex_* | bedrock_* | foundry_*)
+	provider=${scenario%%_*}
+	fake_scenario=${scenario#*_}
+	;;
+esac
+
 tmp=$(mktemp -d)
 trap 'tmux -L "cctrace-record-$$" kill-server 2>/dev/null || true; kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/home" "$tmp/work"
@@ -29,14 +41,23 @@ rm -rf "$out"
 mkdir -p "$out"
 
 (cd "$repo" && go build -o "$tmp/fakeapi" ./cmd/cctrace-fakeapi)
-"$tmp/fakeapi" --listen 127.0.0.1:0 --scenario "$scenario" --record "$out" >"$tmp/url" 2>"$tmp/fake.log" &
+"$tmp/fakeapi" --listen 127.0.0.1:0 --scenario "$fake_scenario" --provider "$provider" --record "$out" >"$tmp/url" 2>"$tmp/fake.log" &
 fake_pid=$!
 for _ in $(seq 50); do [ -s "$tmp/url" ] && break; sleep 0.1; done
 url=$(cat "$tmp/url")
 
+# The CLI's environment for the provider: the fake as its base URL, its own authentication off.
+case $provider in
+vertex) provider_env=(CLAUDE_CODE_USE_VERTEX=1 ANTHROPIC_VERTEX_BASE_URL="$url/v1" CLAUDE_CODE_SKIP_VERTEX_AUTH=1
+	ANTHROPIC_VERTEX_PROJECT_ID=cctrace-record CLOUD_ML_REGION=us-east5) ;;
+bedrock) provider_env=(CLAUDE_CODE_USE_BEDROCK=1 ANTHROPIC_BEDROCK_BASE_URL="$url" CLAUDE_CODE_SKIP_BEDROCK_AUTH=1 AWS_REGION=us-east-1) ;;
+foundry) provider_env=(CLAUDE_CODE_USE_FOUNDRY=1 ANTHROPIC_FOUNDRY_BASE_URL="$url/anthropic" CLAUDE_CODE_SKIP_FOUNDRY_AUTH=1) ;;
+*) provider_env=(ANTHROPIC_BASE_URL="$url") ;;
+esac
+
 # claude runs the CLI in the scenario's HOME and working directory; extra environment comes first.
 claude() {
-	(cd "$tmp/work" && env HOME="$tmp/home" ANTHROPIC_BASE_URL="$url" ANTHROPIC_API_KEY="$KEY" \
+	(cd "$tmp/work" && env HOME="$tmp/home" "${provider_env[@]}" ANTHROPIC_API_KEY="$KEY" \
 		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="${NONESSENTIAL_OFF-1}" \
 		timeout 180 "$CLAUDE" "$@" </dev/null)
 }
@@ -87,7 +108,7 @@ step() {
 }
 
 case $scenario in
-tool_roundtrip | retry_529 | slow_pings | midstream_error | stream_cut | output_limit)
+tool_roundtrip | retry_529 | slow_pings | midstream_error | stream_cut | output_limit | vertex_tool_roundtrip | bedrock_tool_roundtrip | foundry_tool_roundtrip)
 	step -p "Print hello with a shell command." --allowedTools Bash,Read
 	;;
 stop_hook)

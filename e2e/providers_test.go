@@ -1,0 +1,391 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/e2e/harness"
+	"github.com/cctrace/cctrace/internal/fakeapi"
+)
+
+// Credentials the provider tests hand cctrace. Each must show up in no output: not Claude
+// Code's, not cctrace's, not a span.
+const (
+	vertexToken     = "ya29.e2eMARKER-vertex-token"
+	awsAccessKeyID  = "AKIAE2EMARKER0000000"
+	awsSecretKey    = "e2eMARKER/aws-secret-access-key+0000000000"
+	foundryAPIKey   = "e2eMARKER-foundry-api-key"
+	wrongCredential = "e2eMARKER-wrong"
+)
+
+// providerCase is one cloud provider as cctrace and Claude Code are set up for it.
+type providerCase struct {
+	provider wire.Provider
+	model    string // the model Claude Code asks for in that mode
+	// semconv is the gen_ai.provider.name the spans must carry.
+	semconv string
+	// auth is what the fake demands; cctraceEnv gives cctrace the right credential, wrongEnv a
+	// wrong one; both get the metadata server's address (Vertex AI's ADC).
+	auth                 fakeapi.Auth
+	cctraceEnv, wrongEnv func(metadata string) []string
+	// claudeEnv puts Claude Code in the provider's mode, with cctrace at proxy.
+	claudeEnv func(proxy string) []string
+}
+
+func providerCases() []providerCase {
+	awsCreds := aws.Credentials{AccessKeyID: awsAccessKeyID, SecretAccessKey: awsSecretKey}
+	// Keep the AWS SDK away from this machine's files and from instance metadata.
+	awsBase := func(home string) []string {
+		return []string{"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
+			"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none")}
+	}
+	return []providerCase{
+		{
+			provider: wire.ProviderVertex, model: "claude-opus-5-5", semconv: "gcp.vertex_ai",
+			auth: fakeapi.Auth{BearerToken: vertexToken},
+			cctraceEnv: func(metadata string) []string {
+				return []string{"GCE_METADATA_HOST=" + metadata, "CLOUD_ML_REGION=us-east5"}
+			},
+			wrongEnv: func(metadata string) []string {
+				return []string{"GCE_METADATA_HOST=" + metadata, "CLOUD_ML_REGION=us-east5"}
+			},
+			claudeEnv: func(proxy string) []string {
+				return []string{"CLAUDE_CODE_USE_VERTEX=1", "ANTHROPIC_VERTEX_BASE_URL=" + proxy + "/v1", "CLAUDE_CODE_SKIP_VERTEX_AUTH=1",
+					"ANTHROPIC_VERTEX_PROJECT_ID=cctrace-e2e", "CLOUD_ML_REGION=us-east5"}
+			},
+		},
+		{
+			provider: wire.ProviderBedrock, model: "us.anthropic.claude-opus-5-5", semconv: "aws.bedrock",
+			auth: fakeapi.Auth{AWS: &awsCreds, AWSRegion: "us-east-1"},
+			cctraceEnv: func(string) []string {
+				return append(awsBase("/nonexistent"), "AWS_ACCESS_KEY_ID="+awsAccessKeyID, "AWS_SECRET_ACCESS_KEY="+awsSecretKey)
+			},
+			wrongEnv: func(string) []string {
+				return append(awsBase("/nonexistent"), "AWS_ACCESS_KEY_ID="+awsAccessKeyID, "AWS_SECRET_ACCESS_KEY="+wrongCredential)
+			},
+			claudeEnv: func(proxy string) []string {
+				return []string{"CLAUDE_CODE_USE_BEDROCK=1", "ANTHROPIC_BEDROCK_BASE_URL=" + proxy, "CLAUDE_CODE_SKIP_BEDROCK_AUTH=1", "AWS_REGION=us-east-1"}
+			},
+		},
+		{
+			provider: wire.ProviderFoundry, model: "claude-sonnet-4-5", semconv: "azure.ai.inference",
+			auth:       fakeapi.Auth{APIKey: foundryAPIKey},
+			cctraceEnv: func(string) []string { return []string{"CCTRACE_FOUNDRY_API_KEY=" + foundryAPIKey} },
+			wrongEnv:   func(string) []string { return []string{"CCTRACE_FOUNDRY_API_KEY=" + wrongCredential} },
+			claudeEnv: func(proxy string) []string {
+				return []string{"CLAUDE_CODE_USE_FOUNDRY=1", "ANTHROPIC_FOUNDRY_BASE_URL=" + proxy + "/anthropic", "CLAUDE_CODE_SKIP_FOUNDRY_AUTH=1"}
+			},
+		},
+	}
+}
+
+// TestProvidersThroughCctrace runs the real Claude Code CLI in its Vertex AI, Bedrock and
+// Foundry modes through `cctrace serve --provider …` against a fake of each cloud (checking the
+// bearer token, the SigV4 signature or the api-key, and answering Bedrock in event-stream
+// frames), and wants the trace tree and token totals of the Anthropic API's tool_roundtrip.
+// With a wrong credential Claude Code must show a clear error and cctrace log one; with none
+// at all cctrace answers itself. No credential may appear in any output.
+func TestProvidersThroughCctrace(t *testing.T) {
+	claudeBin := harness.Claude(t)
+	s := &stack{jaeger: harness.StartJaeger(t), claudeBin: claudeBin}
+	// Application Default Credentials on "Google Cloud": the metadata server, on loopback.
+	goodMetadata := serveLoopback(t, metadataServer(vertexToken))
+	wrongMetadata := serveLoopback(t, metadataServer(wrongCredential))
+
+	for _, pc := range providerCases() {
+		t.Run(pc.provider.String(), func(t *testing.T) {
+			script, err := fakeapi.Scenario("tool_roundtrip")
+			if err != nil {
+				t.Fatal(err)
+			}
+			api := fakeapi.New(script, fakeapi.WithProvider(pc.provider, pc.auth))
+			upstream := serveLoopback(t, api)
+
+			t.Run("traced", func(t *testing.T) {
+				cc := startCctrace(t, pc.provider, "http://"+upstream, s.jaeger.OTLPEndpoint(), pc.cctraceEnv(goodMetadata))
+				out, err := runClaudeIn(t, claudeBin, pc.claudeEnv(cc.proxyURL), "Run echo hello-from-fakeapi", "--allowedTools", "Bash")
+				if err != nil {
+					t.Fatalf("claude: %v\n%s", err, out)
+				}
+				var res claudeResult
+				if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &res); err != nil || res.SessionID == "" || res.IsError {
+					t.Fatalf("claude output: %v\n%s", err, out)
+				}
+				traces := s.sessionTraces(t, res.SessionID, 1, 4)
+				want := strings.ReplaceAll(`invoke_agent claude-code [end_turn]
+  chat MODEL [turn]
+  execute_tool Bash
+  chat MODEL [tool_results]`, "MODEL", pc.model)
+				if got := tree(traces); got != want {
+					t.Errorf("span tree:\n%s\nwant (tool_roundtrip's):\n%s", got, want)
+				}
+				checkTokens(t, traces, api.Served())
+				for _, tr := range traces {
+					for _, sp := range tr.Spans {
+						if strings.HasPrefix(sp.OperationName, "execute_tool") {
+							continue
+						}
+						if sp.ServiceName != service || sp.Tags["gen_ai.conversation.id"] != res.SessionID || sp.Tags["gen_ai.provider.name"] != pc.semconv {
+							t.Errorf("span %s: service %q, conversation %v, gen_ai.provider.name %v, want %s",
+								sp.OperationName, sp.ServiceName, sp.Tags["gen_ai.conversation.id"], sp.Tags["gen_ai.provider.name"], pc.semconv)
+						}
+						if strings.HasPrefix(sp.OperationName, "chat ") && (sp.Tags["span.kind"] != "client" || sp.Tags["gen_ai.request.model"] != pc.model) {
+							t.Errorf("span %s: kind %v, model %v", sp.OperationName, sp.Tags["span.kind"], sp.Tags["gen_ai.request.model"])
+						}
+					}
+				}
+				checkProviderMetrics(t, cc.metricsURL, pc.model, api.Served())
+				dump, _ := json.Marshal(traces)
+				noCredentials(t, "Claude Code's output", out)
+				noCredentials(t, "the spans", dump)
+				cc.stop(t)
+				noCredentials(t, "cctrace's output", []byte(cc.out.String()))
+			})
+
+			t.Run("wrong credential", func(t *testing.T) {
+				cc := startCctrace(t, pc.provider, "http://"+upstream, s.jaeger.OTLPEndpoint(), pc.wrongEnv(wrongMetadata))
+				// Claude Code retries a refused Bedrock request for minutes by default.
+				out, err := runClaudeIn(t, claudeBin, append(pc.claudeEnv(cc.proxyURL), "CLAUDE_CODE_MAX_RETRIES=0"), "Say hello")
+				if err == nil {
+					t.Fatalf("claude succeeded with a wrong credential:\n%s", out)
+				}
+				if !bytes.Contains(out, []byte("API Error: 40")) || !bytes.Contains(out, []byte("fakeapi: wrong")) && !bytes.Contains(out, []byte("signature mismatch")) {
+					t.Errorf("Claude Code's error does not say what the upstream refused:\n%s", out)
+				}
+				waitForLine(t, cc.out, "the upstream refused cctrace's credentials")
+				noCredentials(t, "Claude Code's output", out)
+				cc.stop(t)
+				noCredentials(t, "cctrace's output", []byte(cc.out.String()))
+			})
+		})
+	}
+
+	// Without any AWS credential cctrace cannot sign: it says so at start, and answers Claude
+	// Code itself with an error it shows at once.
+	t.Run("bedrock without credentials", func(t *testing.T) {
+		pc := providerCases()[1]
+		script, _ := fakeapi.Scenario("tool_roundtrip")
+		api := fakeapi.New(script, fakeapi.WithProvider(pc.provider, pc.auth))
+		upstream := serveLoopback(t, api)
+		cc := startCctrace(t, pc.provider, "http://"+upstream, s.jaeger.OTLPEndpoint(),
+			[]string{"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"})
+		waitForLine(t, cc.out, "cctrace: warning: no upstream credentials: bedrock:")
+		out, err := runClaudeIn(t, claudeBin, pc.claudeEnv(cc.proxyURL), "Say hello")
+		if err == nil || !bytes.Contains(out, []byte("no bedrock credentials")) || !bytes.Contains(out, []byte("AWS_ACCESS_KEY_ID")) {
+			t.Errorf("claude (err %v) did not show cctrace's error naming the fix:\n%s", err, out)
+		}
+		for _, sv := range api.Served() {
+			if strings.HasPrefix(sv.Path, "/model/") {
+				t.Errorf("an unsigned request reached the upstream: %s", sv.Path)
+			}
+		}
+		waitForLine(t, cc.out, "cannot authenticate to the upstream")
+		cc.stop(t)
+	})
+}
+
+// metadataServer fakes the Google Cloud metadata server's token endpoint, as Application Default
+// Credentials reach it through GCE_METADATA_HOST.
+func metadataServer(token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "missing Metadata-Flavor", http.StatusForbidden)
+			return
+		}
+		switch r.URL.Path {
+		case "/computeMetadata/v1/instance/service-accounts/default/token":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"access_token":%q,"expires_in":3600,"token_type":"Bearer"}`, token)
+		case "/computeMetadata/v1/project/project-id":
+			fmt.Fprint(w, "cctrace-e2e")
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// serve serves h on a loopback port until the test ends and returns its host:port.
+func serveLoopback(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// providerCctrace is one `cctrace serve` process.
+type providerCctrace struct {
+	proxyURL   string
+	metricsURL string
+	out        *syncBuffer
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	stopped    bool
+}
+
+// startCctrace starts `cctrace serve --provider p` forwarding to upstream, exporting to otlp, in
+// a HOME of its own with env added, and stops it when the test ends.
+func startCctrace(t *testing.T, p wire.Provider, upstream, otlp string, env []string) *providerCctrace {
+	t.Helper()
+	proxyPort, metricsPort := harness.FreePort(t), harness.FreePort(t)
+	c := &providerCctrace{
+		proxyURL:   fmt.Sprintf("http://127.0.0.1:%d", proxyPort),
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d", metricsPort),
+		out:        &syncBuffer{}, exited: make(chan struct{}),
+	}
+	c.cmd = exec.Command(cctraceBin, "serve", "--provider", p.String(),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
+		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		"--upstream", upstream)
+	c.cmd.Env = append(append(cleanEnv(), "HOME="+t.TempDir(), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp,
+		"OTEL_SERVICE_NAME="+service, "OTEL_BSP_SCHEDULE_DELAY=100"), env...)
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		c.stop(t)
+		if t.Failed() {
+			t.Logf("cctrace output:\n%s", c.out.String())
+		}
+	})
+	harness.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", metricsPort), 30*time.Second)
+	return c
+}
+
+// stop ends cctrace with SIGTERM, as a person would, and waits for it.
+func (c *providerCctrace) stop(t *testing.T) {
+	t.Helper()
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.exited
+	}
+}
+
+// runClaudeIn runs one `claude -p` prompt in a fresh HOME and working directory with env and
+// returns its stdout and stderr together.
+func runClaudeIn(t *testing.T, bin string, env []string, prompt string, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-p", prompt, "--output-format", "json"}, args...)...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(append(cleanEnv(), "HOME="+t.TempDir(), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"), env...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	return []byte(out.String()), err
+}
+
+// waitFor waits until out holds text.
+func waitForLine(t *testing.T, out *syncBuffer, text string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), text) {
+		if time.Now().After(deadline) {
+			t.Errorf("cctrace never said %q:\n%s", text, out.String())
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// noCredentials fails the test when any credential the tests handed out is in b.
+func noCredentials(t *testing.T, what string, b []byte) {
+	t.Helper()
+	for _, secret := range []string{vertexToken, awsSecretKey, foundryAPIKey, wrongCredential} {
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("a credential appears in %s", what)
+		}
+	}
+}
+
+// checkProviderMetrics reads cctrace's /metrics and wants the tokens the fake served, by type,
+// under the model Claude Code asked for, its requests counted, and their cost priced.
+func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakeapi.Served) {
+	t.Helper()
+	var want fakeapi.Usage
+	requests := 0
+	for _, sv := range served {
+		if wire.ClassifyRoute(sv.Method, sv.Path).Endpoint == wire.EndpointMessages {
+			want = want.Add(sv.Usage)
+			requests++
+		}
+	}
+	sample := func(body, series string) float64 {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`).FindStringSubmatch(body)
+		if m == nil {
+			return -1
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(metricsURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		got := map[string]float64{}
+		for typ, n := range map[string]int{"input": want.InputTokens, "output": want.OutputTokens, "cache_read": want.CacheReadInputTokens, "cache_creation": want.CacheCreationInputTokens} {
+			series := fmt.Sprintf(`cctrace_tokens_total{model=%q,type=%q}`, model, typ)
+			if v := sample(body, series); v != float64(n) {
+				got[series] = v
+			}
+		}
+		if v := sample(body, fmt.Sprintf(`cctrace_cost_usd_total{model=%q}`, model)); v <= 0 {
+			got["cost"] = v
+		}
+		n := 0.0
+		for _, m := range regexp.MustCompile(`(?m)^cctrace_requests_total\{code="200",kind="[^"]*",model="`+
+			regexp.QuoteMeta(model)+`",stop_reason="[^"]*"\} ([0-9]+)$`).FindAllStringSubmatch(body, -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			n += v
+		}
+		if n != float64(requests) {
+			got["requests"] = n
+		}
+		if len(got) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("metrics for %s (%d requests served) differ from what the fake served: %v", model, requests, got)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,125 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Provider is the service that answered a request: the Anthropic API, or a cloud serving Claude
+// through the same Messages API (docs/wire.md, "Cloud modes"). The zero value is
+// ProviderAnthropic.
+type Provider uint8
+
+// Providers cctrace forwards to.
+const (
+	ProviderAnthropic Provider = iota // the Anthropic API, or a gateway that speaks it
+	ProviderVertex                    // Google Vertex AI
+	ProviderBedrock                   // Amazon Bedrock
+	ProviderFoundry                   // Microsoft Foundry
+)
+
+// Providers lists every Provider, in the order their names are documented.
+var Providers = [...]Provider{ProviderAnthropic, ProviderVertex, ProviderBedrock, ProviderFoundry}
+
+// String returns the provider's name as cctrace's --provider flag and price table spell it.
+func (p Provider) String() string {
+	switch p {
+	case ProviderVertex:
+		return "vertex"
+	case ProviderBedrock:
+		return "bedrock"
+	case ProviderFoundry:
+		return "foundry"
+	default:
+		return "anthropic"
+	}
+}
+
+// ParseProvider reads a provider name as String spells it (case-insensitive).
+func ParseProvider(s string) (Provider, error) {
+	for _, p := range Providers {
+		if strings.EqualFold(strings.TrimSpace(s), p.String()) {
+			return p, nil
+		}
+	}
+	return ProviderAnthropic, fmt.Errorf("unknown provider %q: want anthropic, vertex, bedrock or foundry", s)
+}
+
+// Route is what a request's method and path say about it, before its body is read.
+// The zero value is a request to no known endpoint.
+type Route struct {
+	Endpoint Endpoint
+	// Model is the model the path names: Vertex AI and Bedrock carry it there instead of in the
+	// body. Empty for the Anthropic API's paths.
+	Model string
+	// Stream is true when the path itself asks for a streamed answer (Vertex AI's
+	// :streamRawPredict, Bedrock's invoke-with-response-stream): Bedrock's body then has no
+	// "stream" member.
+	Stream bool
+}
+
+// ClassifyRoute maps a method and URL path (without the query) to a Route: the Anthropic API's
+// paths as ClassifyPath does, and the cloud paths Claude Code sends in its Vertex AI and Bedrock
+// modes. A path prefix before them is tolerated, as a gateway's base URL may add one.
+//
+//	POST …/publishers/anthropic/models/{model}:streamRawPredict   Vertex AI, streamed
+//	POST …/publishers/anthropic/models/{model}:rawPredict         Vertex AI
+//	POST …/publishers/anthropic/models/count-tokens:rawPredict    Vertex AI count tokens
+//	POST …/model/{model id}/invoke-with-response-stream           Bedrock, streamed
+//	POST …/model/{model id}/invoke                                Bedrock
+//
+// A Bedrock model id may be an ARN with slashes in it (an application inference profile),
+// which the client escapes and the URL's Path holds unescaped: the model is everything between
+// /model/ and the action.
+func ClassifyRoute(method, path string) Route {
+	if e := ClassifyPath(method, path); e != EndpointOther || method != "POST" {
+		return Route{Endpoint: e}
+	}
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	path = strings.TrimRight(path, "/")
+	if model, action, ok := vertexModel(path); ok {
+		switch {
+		case model == "count-tokens" && action == "rawPredict":
+			return Route{Endpoint: EndpointCountTokens}
+		case action == "streamRawPredict":
+			return Route{Endpoint: EndpointMessages, Model: model, Stream: true}
+		case action == "rawPredict":
+			return Route{Endpoint: EndpointMessages, Model: model}
+		}
+		return Route{}
+	}
+	const prefix = "/model/"
+	i := strings.Index(path, prefix)
+	if i < 0 {
+		return Route{}
+	}
+	rest := path[i+len(prefix):]
+	for _, a := range [...]struct {
+		suffix string
+		stream bool
+	}{{"/invoke-with-response-stream", true}, {"/invoke", false}} {
+		if model, ok := strings.CutSuffix(rest, a.suffix); ok && model != "" {
+			return Route{Endpoint: EndpointMessages, Model: model, Stream: a.stream}
+		}
+	}
+	return Route{}
+}
+
+// vertexModel splits a Vertex AI publisher model path into its model and its action
+// ("…/publishers/anthropic/models/claude-opus-5-5:streamRawPredict" → "claude-opus-5-5",
+// "streamRawPredict").
+func vertexModel(path string) (model, action string, ok bool) {
+	const marker = "/publishers/anthropic/models/"
+	i := strings.LastIndex(path, marker)
+	if i < 0 {
+		return "", "", false
+	}
+	rest := path[i+len(marker):]
+	if strings.IndexByte(rest, '/') >= 0 {
+		return "", "", false
+	}
+	model, action, ok = strings.Cut(rest, ":")
+	return model, action, ok && model != ""
+}
