@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
@@ -38,6 +39,8 @@ type config struct {
 	copyBudget int64 // <= 0: no limit
 	now        func() time.Time
 	bodies     *bodybuf.Pool
+	identify   func(http.Header) wire.Identity // nil: requests are from nobody known
+	gate       Gate                            // nil: every request is forwarded
 }
 
 // Option configures a Proxy built by New.
@@ -128,6 +131,17 @@ func WithBodyBuffers(pool *bodybuf.Pool) Option {
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
+
+// WithIdentity sets how the proxy tells who sent a request, from its headers, as it arrives:
+// identify may read credentials (to fingerprint them) and must return only what can leave the
+// proxy, never a credential. What it returns is the wire.Request's Identity. Default none.
+func WithIdentity(identify func(http.Header) wire.Identity) Option {
+	return func(c *config) { c.identify = identify }
+}
+
+// WithGate sets a Gate that may answer a request itself instead of forwarding it. Default none:
+// every request is forwarded.
+func WithGate(g Gate) Option { return func(c *config) { c.gate = g } }
 
 // defaultTransport is the transport WithTransport documents.
 func defaultTransport() *http.Transport {
