@@ -102,7 +102,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.replica {
 		tropts = append(tropts, instrument.WithReplica())
 	}
-	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log,
+	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log, nil,
 		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody))
 	if err != nil {
 		a.closeTracing()
