@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/summary"
 )
 
 // MaxLedgerEntries bounds the people and the teams a Ledger keeps apart (each); the spend of
@@ -162,20 +163,9 @@ func (l *Ledger) Seed(scope, name, window string, usd float64) {
 	l.seeds[seedKey{scope, name, window}] = usd
 }
 
-// Total is one person's or team's spend as the turns page and /api/spend show it.
-type Total struct {
-	Name    string  `json:"name"`
-	Team    string  `json:"team,omitempty"` // a person's team, as last attributed
-	Daily   float64 `json:"daily_usd"`      // the last 24 hours
-	Monthly float64 `json:"monthly_usd"`    // the last 30 days
-	// DailyBudget and MonthlyBudget are the budgets in force, 0 for none.
-	DailyBudget   float64 `json:"daily_budget_usd,omitempty"`
-	MonthlyBudget float64 `json:"monthly_budget_usd,omitempty"`
-}
-
 // Totals returns the spend of every person or team (scope) with spend in the last 30 days,
-// most first, with their budgets from b (nil: none).
-func (l *Ledger) Totals(scope string, b *Budgets) []Total {
+// most in the last 24 hours first, with their budgets from b (nil: none).
+func (l *Ledger) Totals(scope string, b *Budgets) []summary.SpendTotal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -192,9 +182,9 @@ func (l *Ledger) Totals(scope string, b *Budgets) []Total {
 			names[k.name] = true
 		}
 	}
-	var out []Total
+	var out []summary.SpendTotal
 	for n := range names {
-		t := Total{Name: n, Daily: l.spent(scope, n, Daily, now), Monthly: l.spent(scope, n, Monthly, now)}
+		t := summary.SpendTotal{Name: n, Daily: l.spent(scope, n, Daily, now), Monthly: l.spent(scope, n, Monthly, now)}
 		if t.Monthly <= 0 && t.Daily <= 0 {
 			continue
 		}

@@ -78,7 +78,9 @@ func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.b
 // and Team), once its body is decoded and before the tracker sees it: the tracker puts what it
 // finds on the request's spans. It runs on the pipeline's goroutine, off the forwarding path.
 // Default (and nil): requests keep the identity the proxy gave them.
-func WithResolve(resolve func(*wire.Request)) Option { return func(p *Pipeline) { p.resolve = resolve } }
+func WithResolve(resolve func(*wire.Request)) Option {
+	return func(p *Pipeline) { p.resolve = resolve }
+}
 
 // DefaultQueueBudget is the default of WithQueueBudget. Decoding keeps up with hundreds of MB/s
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
