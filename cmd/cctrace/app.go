@@ -47,10 +47,10 @@ type app struct {
 	metricsOnlyLn  net.Listener
 	metricsOnlySrv *http.Server
 	teams          *teams
-	pipe                 *pipeline.Pipeline
-	stopPipe             context.CancelFunc
-	stopProbes           context.CancelFunc
-	wg                   sync.WaitGroup
+	pipe           *pipeline.Pipeline
+	stopPipe       context.CancelFunc
+	stopProbes     context.CancelFunc
+	wg             sync.WaitGroup
 }
 
 // start builds everything and starts serving. On error nothing is left running.
