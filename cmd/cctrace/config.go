@@ -55,6 +55,7 @@ type teamOptions struct {
 	maxUsers, maxTeams int
 	budgets            string
 	enforceBudgets     bool
+	spendPrometheus    string
 	accessFile         string
 	trustedUserHeader  string
 	trustedTeamHeader  string
@@ -100,6 +101,7 @@ func addTeamFlags(fs *flag.FlagSet, t *teamOptions) {
 	fs.IntVar(&t.maxTeams, "max-teams", metrics.DefaultMaxTeams, "distinct team label values in metrics; the rest are \"other\"")
 	fs.StringVar(&t.budgets, "budgets", "", "YAML file of daily and monthly USD budgets per person and team; reread when it changes")
 	fs.BoolVar(&t.enforceBudgets, "enforce-budgets", false, "refuse the new prompts of a person whose budget, or whose team's, is spent (needs --budgets)")
+	fs.StringVar(&t.spendPrometheus, "budget-spend-prometheus", "", "Prometheus URL (http://prometheus:9090) to read every replica's spend from, for budgets; default: this process's own count")
 	fs.StringVar(&t.accessFile, "access-file", "", "YAML file of the tokens and passwords that may view the turns page and /api/turns, with their roles; reread when it changes")
 	fs.StringVar(&t.trustedUserHeader, "trusted-user-header", "", "header an authenticating proxy in front sets to the viewer's name (e.g. X-Forwarded-User); only that proxy may reach the metrics listener")
 	fs.StringVar(&t.trustedTeamHeader, "trusted-team-header", "", "header with the viewer's team, from the same proxy")
@@ -121,6 +123,9 @@ func (t teamOptions) validate() error {
 	}
 	if t.enforceBudgets && t.budgets == "" {
 		return errors.New("--enforce-budgets needs --budgets FILE: there is no budget to enforce")
+	}
+	if t.spendPrometheus != "" && t.budgets == "" {
+		return errors.New("--budget-spend-prometheus needs --budgets FILE")
 	}
 	if t.metricsTokenFile != "" && !t.accessControl() {
 		return errors.New("--metrics-token-file protects /metrics only with access control on: give --access-file or --trusted-user-header too")

@@ -36,8 +36,9 @@ type teams struct {
 	budgets      *configfile.Watched[*budget.Budgets]     // nil without --budgets
 	access       *configfile.Watched[*access.File]        // nil without --access-file
 	ledger       *budget.Ledger
-	enforcer     *budget.Enforcer // nil unless --enforce-budgets
-	metricsToken []byte           // sha256 of --metrics-token-file's token; nil: none
+	enforcer     *budget.Enforcer        // nil unless --enforce-budgets
+	spendSource  *budget.PrometheusSpend // nil without --budget-spend-prometheus
+	metricsToken []byte                  // sha256 of --metrics-token-file's token; nil: none
 	// notes are logged once cctrace listens (logStart): a failure to start says so first.
 	notes []func()
 }
@@ -75,6 +76,11 @@ func newTeams(o teamOptions, m *metrics.Metrics, log *slog.Logger) (*teams, erro
 			return nil, fmt.Errorf("reading --metrics-token-file: %w", err)
 		}
 		t.metricsToken = access.TokenSHA256(string(b))
+	}
+	if o.spendPrometheus != "" {
+		if t.spendSource, err = budget.NewPrometheusSpend(o.spendPrometheus); err != nil {
+			return nil, fmt.Errorf("invalid --budget-spend-prometheus: %w", err)
+		}
 	}
 	order, err := identity.ParseOrder(o.identityOrder)
 	if err != nil {
@@ -214,9 +220,13 @@ func (t *teams) guard(h http.Handler) http.Handler {
 
 // run rereads the files that changed until ctx is done.
 func (t *teams) run(ctx context.Context, wg *sync.WaitGroup) {
-	for _, run := range []func(context.Context){
-		watcher(t.directory), watcher(t.budgets), watcher(t.access),
-	} {
+	runs := []func(context.Context){watcher(t.directory), watcher(t.budgets), watcher(t.access)}
+	if t.spendSource != nil {
+		runs = append(runs, func(ctx context.Context) {
+			budget.RunSeeding(ctx, t.spendSource, t.ledger, budget.DefaultSeedInterval, t.log)
+		})
+	}
+	for _, run := range runs {
 		if run == nil {
 			continue
 		}

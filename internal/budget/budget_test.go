@@ -1,6 +1,10 @@
 package budget
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +188,53 @@ func TestEnforcer(t *testing.T) {
 	e.Learn(wire.Identity{Credential: "key-1111111111111111", User: "alice", Team: "platform"})
 	if !e.Hold(byKey) || e.Refuse(byKey, []byte(prompt)) == nil {
 		t.Error("a learned credential of alice's was not refused")
+	}
+}
+
+// TestPrometheusSpend checks that spend read from Prometheus (every replica's) counts: the larger
+// of it and this process's own count decides.
+func TestPrometheusSpend(t *testing.T) {
+	var queries []string
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("query")
+		queries = append(queries, q)
+		switch {
+		case strings.Contains(q, "by (user)") && strings.Contains(q, "[24h]"):
+			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"user":"alice"},"value":[1,"7.5"]}]}}`)
+		default:
+			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+		}
+	}))
+	defer prom.Close()
+	src, err := NewPrometheusSpend(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	l := NewLedger(func() time.Time { return now })
+	l.Add("alice", "platform", now, 1)
+	if err := src.Seed(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if len(queries) != 4 || queries[0] != "sum by (user) (increase(cctrace_cost_usd_total[24h]))" {
+		t.Errorf("queries %q", queries)
+	}
+	if got := l.Spent(ScopePerson, "alice", Daily); got != 7.5 {
+		t.Errorf("daily %v, want Prometheus' 7.5", got)
+	}
+	if got := l.Spent(ScopePerson, "alice", Monthly); got != 1 {
+		t.Errorf("monthly %v, want the ledger's own 1", got)
+	}
+	if _, over := l.Over(loadTestBudgets(t), "alice", "platform"); !over {
+		t.Error("not over budget with 7.5 of 5 spent across replicas")
+	}
+	if _, err := NewPrometheusSpend("prometheus:9090"); err == nil {
+		t.Error("a URL without a scheme was accepted")
+	}
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 503) }))
+	defer broken.Close()
+	src, _ = NewPrometheusSpend(broken.URL)
+	if err := src.Seed(context.Background(), l); err == nil || l.Spent(ScopePerson, "alice", Daily) != 7.5 {
+		t.Errorf("a failed query: %v, and the last seeds must stay", err)
 	}
 }
