@@ -231,7 +231,7 @@ func TestPrometheusSpend(t *testing.T) {
 	if _, err := NewPrometheusSpend("prometheus:9090"); err == nil {
 		t.Error("a URL without a scheme was accepted")
 	}
-	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 503) }))
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusServiceUnavailable) }))
 	defer broken.Close()
 	src, _ = NewPrometheusSpend(broken.URL)
 	if err := src.Seed(context.Background(), l); err == nil || l.Spent(ScopePerson, "alice", Daily) != 7.5 {
