@@ -343,13 +343,25 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 			requests++
 		}
 	}
-	sample := func(body, series string) float64 {
-		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`).FindStringSubmatch(body)
-		if m == nil {
+	// sample sums the samples of family whose labels include want (other labels, such as the
+	// person and team, are summed over); -1 when there is none.
+	sample := func(body, family string, want ...string) float64 {
+		sum, found := 0.0, false
+		for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(family)+`\{([^}]*)\} ([0-9.e+-]+)$`).FindAllStringSubmatch(body, -1) {
+			labels := "," + m[1] + ","
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(labels, ","+w+",")
+			}
+			if ok {
+				v, _ := strconv.ParseFloat(m[2], 64)
+				sum, found = sum+v, true
+			}
+		}
+		if !found {
 			return -1
 		}
-		v, _ := strconv.ParseFloat(m[1], 64)
-		return v
+		return sum
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -362,20 +374,14 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 		body := string(b)
 		got := map[string]float64{}
 		for typ, n := range map[string]int{"input": want.InputTokens, "output": want.OutputTokens, "cache_read": want.CacheReadInputTokens, "cache_creation": want.CacheCreationInputTokens} {
-			series := fmt.Sprintf(`cctrace_tokens_total{model=%q,type=%q}`, model, typ)
-			if v := sample(body, series); v != float64(n) {
-				got[series] = v
+			if v := sample(body, "cctrace_tokens_total", fmt.Sprintf("model=%q", model), fmt.Sprintf("type=%q", typ)); v != float64(n) {
+				got["tokens "+typ] = v
 			}
 		}
-		if v := sample(body, fmt.Sprintf(`cctrace_cost_usd_total{model=%q}`, model)); v <= 0 {
+		if v := sample(body, "cctrace_cost_usd_total", fmt.Sprintf("model=%q", model)); v <= 0 {
 			got["cost"] = v
 		}
-		n := 0.0
-		for _, m := range regexp.MustCompile(`(?m)^cctrace_requests_total\{code="200",kind="[^"]*",model="`+
-			regexp.QuoteMeta(model)+`",stop_reason="[^"]*"\} ([0-9]+)$`).FindAllStringSubmatch(body, -1) {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			n += v
-		}
+		n := sample(body, "cctrace_requests_total", `code="200"`, fmt.Sprintf("model=%q", model))
 		if n != float64(requests) {
 			got["requests"] = n
 		}

@@ -104,6 +104,12 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
+	return startStackArgs(t)
+}
+
+// startStackArgs is startStack with further flags of cctrace serve.
+func startStackArgs(t *testing.T, args ...string) *stack {
+	t.Helper()
 	s := &stack{claudeBin: harness.Claude(t), api: &switchableAPI{}, out: &syncBuffer{}}
 	s.jaeger = harness.StartJaeger(t)
 
@@ -123,6 +129,7 @@ func startStack(t *testing.T) *stack {
 		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"--upstream", "http://"+ln.Addr().String(),
 		"--turn-idle-timeout", "2m")
+	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = append(cleanEnv(),
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+s.jaeger.OTLPEndpoint(),
 		"OTEL_SERVICE_NAME="+service,
@@ -155,7 +162,11 @@ func startStack(t *testing.T) *stack {
 // session is one Claude Code session: a HOME and a working directory of its own.
 type session struct {
 	home, dir string
-	id        string // the session id Claude Code reports
+	id        string   // the session id Claude Code reports
+	env       []string // further environment of Claude Code, over the defaults (a key of its own)
+	// refusable: a prompt may end in an error Claude Code reports (exit 1), which claude returns
+	// rather than failing the test.
+	refusable bool
 }
 
 func newSession(t *testing.T) *session {
@@ -169,6 +180,8 @@ type claudeResult struct {
 	IsError   bool   `json:"is_error"`
 	Result    string `json:"result"`
 	NumTurns  int    `json:"num_turns"`
+	// APIErrorStatus is the HTTP status of the API error that ended the prompt, if one did.
+	APIErrorStatus int `json:"api_error_status"`
 }
 
 // claude runs one `claude -p` prompt of sess through cctrace (resuming the session after the
@@ -191,11 +204,20 @@ func (s *stack) claude(t *testing.T, sess *session, prompt string, args ...strin
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_AUTOUPDATER=1",
 	)
+	// Later entries win: a session's own key replaces the shared one.
+	cmd.Env = append(cmd.Env, sess.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	if sess.refusable && err != nil {
+		// The caller looks at what Claude Code reported.
+		var res claudeResult
+		_ = json.Unmarshal(bytes.TrimSpace(lastLine(stdout.Bytes())), &res)
+		return res
+	}
+	if err != nil {
 		t.Fatalf("claude %q: %v\nstdout: %s\nstderr: %s", argv, err, stdout.String(), stderr.String())
 	}
 	var res claudeResult

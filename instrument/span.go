@@ -98,6 +98,10 @@ type Span struct {
 	SessionID string // gen_ai.conversation.id; never used as a metric label
 	TurnIndex int    // 1-based index of the turn in its session; 0 outside any turn
 	Agent     string // "claude-code" for the main chain, else the subagent type
+	// User and Team are who the span is attributed to (wire.Identity): a chat span's own
+	// request's; a turn's, a subagent's and a tool call's, the request that opened or answered
+	// them. Empty when unknown; never used as unbounded metric labels (sinks cap them).
+	User, Team string
 
 	Status StatusCode
 	// ErrorType is the error.type attribute: an upstream error type, an HTTP status, "canceled",

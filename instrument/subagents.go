@@ -76,6 +76,8 @@ func (t *Tracker) startSubagent(ex *exchange) *subagentRun {
 		Kind:      KindSubagent,
 		Start:     req.Time,
 		SessionID: sess.id,
+		User:      ex.span.User,
+		Team:      ex.span.Team,
 		Subagent:  sa,
 	}
 	span := &run.root

@@ -62,6 +62,8 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 			SessionID: ex.sess.id,
 			TurnIndex: parent.TurnIndex,
 			Agent:     ex.span.Agent,
+			User:      ex.span.User,
+			Team:      ex.span.Team,
 			Tool:      &ot.call,
 		}
 		span := &ot.root

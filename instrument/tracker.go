@@ -90,6 +90,8 @@ func (t *Tracker) Request(req *wire.Request) {
 		Start:     now,
 		SessionID: sess.id,
 		Agent:     sess.agent,
+		User:      req.Identity.User,
+		Team:      req.Identity.Team,
 		Link:      parseTraceparent(req.Headers.Traceparent),
 		Chat:      chat,
 	}

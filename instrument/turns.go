@@ -226,6 +226,8 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		SessionID: sess.id,
 		TurnIndex: sess.turns,
 		Agent:     sess.agent,
+		User:      ex.span.User,
+		Team:      ex.span.Team,
 		Link:      ex.span.Link,
 		Turn:      &tr.totals,
 	}

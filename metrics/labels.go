@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Label values that stand for more than one input.
@@ -21,23 +23,26 @@ const maxLabelBytes = 128
 // peer cannot blow up the series count.
 const defaultLabelCap = 50
 
-// cappedLabel admits the first max distinct values of one label and maps the rest to "other".
-// It is safe for concurrent use.
+// cappedLabel admits the first max distinct values of one label and maps the rest to "other",
+// counting each value so mapped in its overflow counter. It is safe for concurrent use.
 type cappedLabel struct {
-	mu   sync.Mutex
-	max  int
-	seen map[string]struct{}
+	mu       sync.Mutex
+	max      int
+	seen     map[string]struct{}
+	overflow prometheus.Counter // nil: not counted
 }
 
 func newCappedLabel(max int) *cappedLabel {
 	return &cappedLabel{max: max, seen: make(map[string]struct{})}
 }
 
-// value returns the label value to use for v, or for def when v is empty.
+// value returns the label value to use for v, or def when v is empty.
 func (c *cappedLabel) value(v, def string) string {
 	v = cleanLabel(v)
 	if v == "" {
-		v = def
+		// The stand-in for "none given" is one fixed value: it takes no place under the cap,
+		// so that a full cap still tells unattributed requests apart.
+		return def
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -45,6 +50,9 @@ func (c *cappedLabel) value(v, def string) string {
 		return v
 	}
 	if len(c.seen) >= c.max {
+		if c.overflow != nil {
+			c.overflow.Inc()
+		}
 		return labelOther
 	}
 	c.seen[v] = struct{}{}

@@ -55,6 +55,11 @@ const (
 	nameSubagents       = "cctrace_subagents_total"
 	nameSessionsActive  = "cctrace_sessions_active"
 	nameNotDecoded      = "cctrace_bodies_not_decoded_total"
+	nameTurnCost        = "cctrace_turn_cost_usd"
+	nameLabelOverflow   = "cctrace_label_overflow_total"
+	nameReloads         = "cctrace_config_reloads_total"
+	nameReloadOK        = "cctrace_config_last_reload_successful"
+	nameBudgetRefusals  = "cctrace_budget_refusals_total"
 )
 
 // MetricNames lists every cctrace metric family that New registers, in a stable order. Histograms
@@ -64,10 +69,11 @@ var MetricNames = []string{
 	nameTokens, nameCacheCreation, nameCost, nameUnpriced,
 	nameRequests, nameRequestDuration, nameTTFT, nameContextTokens, nameRequestMessages,
 	nameContentBlocks, nameCompactions,
-	nameTurns, nameTurnsHandedOff, nameTurnDuration,
+	nameTurns, nameTurnsHandedOff, nameTurnDuration, nameTurnCost,
 	nameToolCalls, nameToolDuration,
 	nameSubagents, nameSessionsActive,
-	nameNotDecoded,
+	nameNotDecoded, nameLabelOverflow,
+	nameReloads, nameReloadOK, nameBudgetRefusals,
 }
 
 // Histogram buckets.
@@ -86,6 +92,8 @@ var (
 	turnDurationBuckets = []float64{1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
 	// toolDurationBuckets span fast reads to long builds and permission prompts.
 	toolDurationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	// turnCostBuckets span a one-line answer to a long agentic turn with subagents, in USD.
+	turnCostBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50}
 )
 
 // Token types of cctrace_tokens_total.
@@ -124,7 +132,7 @@ const codeError = "error"
 // Metrics is the Prometheus sink: an instrument.Sink that records ended spans. Build it with New;
 // the zero value is not usable. Its methods are safe for concurrent use.
 type Metrics struct {
-	models, tools                                     *cappedLabel
+	models, tools, users, teams                       *cappedLabel
 	kinds, stopReasons, turnOutcomes, toolOutcomes    *cappedLabel
 	subagentTypes, triggers, blockRoles, blockTypes   *cappedLabel
 	tokens, cacheCreation, cost, unpriced, requests   *prometheus.CounterVec
@@ -132,7 +140,10 @@ type Metrics struct {
 	subagents, notDecoded                             *prometheus.CounterVec
 	requestDuration, ttft, contextTokens, requestMsgs *prometheus.HistogramVec
 	toolDuration                                      *prometheus.HistogramVec
-	turnDuration                                      prometheus.Histogram
+	turnDuration, turnCost                            prometheus.Histogram
+	labelOverflow, reloads, budgetRefusals            *prometheus.CounterVec
+	reloadOK                                          *prometheus.GaugeVec
+	genAI                                             *genAI
 	turnsHandedOff                                    prometheus.Counter
 	sessionsActive                                    prometheus.Gauge
 
@@ -168,6 +179,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	if cfg.maxModels < 1 {
 		return nil, fmt.Errorf("metrics: max models must be at least 1, got %d", cfg.maxModels)
 	}
+	if cfg.maxUsers < 1 || cfg.maxTeams < 1 {
+		return nil, fmt.Errorf("metrics: max users and teams must be at least 1, got %d and %d", cfg.maxUsers, cfg.maxTeams)
+	}
 
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -180,6 +194,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		now:           cfg.now,
 		models:        newCappedLabel(cfg.maxModels),
 		tools:         newCappedLabel(cfg.maxToolNames),
+		users:         newCappedLabel(cfg.maxUsers),
+		teams:         newCappedLabel(cfg.maxTeams),
 		kinds:         newCappedLabel(defaultLabelCap),
 		stopReasons:   newCappedLabel(defaultLabelCap),
 		turnOutcomes:  newCappedLabel(defaultLabelCap),
@@ -190,14 +206,14 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		blockTypes:    newCappedLabel(defaultLabelCap),
 
 		tokens: counter(nameTokens,
-			"Tokens billed by the upstream, by model and type (input is uncached input; input+cache_read+cache_creation is the whole prompt).",
-			"model", "type"),
+			"Tokens billed by the upstream, by model, type (input is uncached input; input+cache_read+cache_creation is the whole prompt), person and team.",
+			"model", "type", "user", "team"),
 		cacheCreation: counter(nameCacheCreation,
 			"Cache write tokens by TTL (5m or 1h), when the upstream reports the split.",
 			"model", "ttl"),
 		cost: counter(nameCost,
-			"Estimated cost in US dollars from the price table, by model.",
-			"model"),
+			"Estimated cost in US dollars from the price table, by model, person and team.",
+			"model", "user", "team"),
 		unpriced: counter(nameUnpriced,
 			"Requests with usage whose model is not in the price table, so their cost is not counted.",
 			"model"),
@@ -234,6 +250,24 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help:    "Duration of agentic turns, from the human prompt to the final response.",
 			Buckets: turnDurationBuckets,
 		}),
+		turnCost: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    nameTurnCost,
+			Help:    "Estimated cost of each finished turn in US dollars, subagents included; its exemplars are the turns' trace ids.",
+			Buckets: turnCostBuckets,
+		}),
+		labelOverflow: counter(nameLabelOverflow,
+			`Observations whose label value was past its label's cap and counted as "other", by label.`,
+			"label"),
+		reloads: counter(nameReloads,
+			"Loads of the files cctrace rereads while running (directory, budgets, access), by file and result (success, failure: the previous one stays in force).",
+			"file", "result"),
+		reloadOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: nameReloadOK,
+			Help: "Whether the last load of each file cctrace rereads succeeded (1) or was refused (0).",
+		}, []string{"file"}),
+		budgetRefusals: counter(nameBudgetRefusals,
+			"New turns refused because a budget was spent (--enforce-budgets), by scope (person, team) and window (daily, monthly).",
+			"scope", "window"),
 		toolCalls: counter(nameToolCalls,
 			"Tool calls by tool and outcome.",
 			"tool", "outcome"),
@@ -251,7 +285,20 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			"Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.",
 			"body", "reason"),
 	}
+	for name, l := range map[string]*cappedLabel{
+		"model": m.models, "tool": m.tools, "user": m.users, "team": m.teams,
+		"kind": m.kinds, "stop_reason": m.stopReasons, "outcome": m.turnOutcomes,
+		"tool_outcome": m.toolOutcomes, "subagent_type": m.subagentTypes, "trigger": m.triggers,
+		"role": m.blockRoles, "block_type": m.blockTypes,
+	} {
+		l.overflow = m.labelOverflow.WithLabelValues(name)
+	}
 	// Every series exists from the start, so that a rate over them is 0 rather than absent.
+	for _, scope := range []string{"person", "team"} {
+		for _, window := range []string{"daily", "monthly"} {
+			m.budgetRefusals.WithLabelValues(scope, window)
+		}
+	}
 	for _, body := range []string{bodyRequest, bodyResponse} {
 		for _, reason := range []string{reasonCopyBudget, reasonDecodeQueue} {
 			m.notDecoded.WithLabelValues(body, reason)
@@ -262,6 +309,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.tokens, m.cacheCreation, m.cost, m.unpriced, m.requests, m.requestDuration, m.ttft,
 		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnsHandedOff, m.turnDuration,
 		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive, m.notDecoded,
+		m.turnCost, m.labelOverflow, m.reloads, m.reloadOK, m.budgetRefusals,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
@@ -277,7 +325,30 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			}
 		}
 	}
+	genAI, err := newGenAI(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.genAI = genAI
 	return m, nil
+}
+
+// ConfigLoaded records a load of one of the files cctrace rereads while running: kind names it
+// ("directory", "budgets", "access"), err is nil or why it was refused. Its signature is
+// configfile.WithReport's.
+func (m *Metrics) ConfigLoaded(kind string, err error) {
+	result, ok := "success", 1.0
+	if err != nil {
+		result, ok = "failure", 0
+	}
+	m.reloads.WithLabelValues(kind, result).Inc()
+	m.reloadOK.WithLabelValues(kind).Set(ok)
+}
+
+// BudgetRefused counts a new turn refused because the budget of scope ("person" or "team") for
+// window ("daily" or "monthly") was spent.
+func (m *Metrics) BudgetRefused(scope, window string) {
+	m.budgetRefusals.WithLabelValues(scope, window).Inc()
 }
 
 // Names returns MetricNames: every cctrace metric family the sink exposes.
@@ -338,6 +409,11 @@ func (m *Metrics) SpanEnded(s *instrument.Span) {
 		}
 		o.add(m.turns.WithLabelValues(m.turnOutcomes.value(outcome, labelUnknown)), 1)
 		o.observeDuration(m.turnDuration, turnDurationBuckets, s)
+		if s.Turn != nil && s.Turn.Cost > 0 {
+			// Each bucket keeps the trace of a turn of its cost as exemplar: the top buckets'
+			// are the expensive turns the dashboard links to.
+			o.observe(m.turnCost, turnCostBuckets, s.Turn.Cost)
+		}
 	}
 }
 
@@ -369,19 +445,21 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 		o.observe(m.ttft.WithLabelValues(model), durationBuckets, resp.FirstChunk.Sub(s.Start).Seconds())
 	}
 
+	m.genAI.request(model, s, msg)
 	if msg != nil {
 		u := msg.Usage
-		o.add(m.tokens.WithLabelValues(model, tokenInput), float64(u.InputTokens))
-		o.add(m.tokens.WithLabelValues(model, tokenOutput), float64(u.OutputTokens))
-		o.add(m.tokens.WithLabelValues(model, tokenCacheRead), float64(u.CacheReadInputTokens))
-		o.add(m.tokens.WithLabelValues(model, tokenCacheCreation), float64(u.CacheCreationInputTokens))
+		user, team := m.users.value(s.User, labelUnknown), m.teams.value(s.Team, labelNone)
+		o.add(m.tokens.WithLabelValues(model, tokenInput, user, team), float64(u.InputTokens))
+		o.add(m.tokens.WithLabelValues(model, tokenOutput, user, team), float64(u.OutputTokens))
+		o.add(m.tokens.WithLabelValues(model, tokenCacheRead, user, team), float64(u.CacheReadInputTokens))
+		o.add(m.tokens.WithLabelValues(model, tokenCacheCreation, user, team), float64(u.CacheCreationInputTokens))
 		if u.CacheCreation5m > 0 || u.CacheCreation1h > 0 {
 			o.add(m.cacheCreation.WithLabelValues(model, "5m"), float64(u.CacheCreation5m))
 			o.add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h))
 		}
 		o.observe(m.contextTokens.WithLabelValues(model), contextBuckets, float64(u.TotalInput()))
 		if c.Priced {
-			o.add(m.cost.WithLabelValues(model), c.Cost)
+			o.add(m.cost.WithLabelValues(model, user, team), c.Cost)
 		} else {
 			o.add(m.unpriced.WithLabelValues(model), 1)
 		}

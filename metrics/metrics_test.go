@@ -78,7 +78,10 @@ func (c chatSpec) span() *instrument.Span {
 	if c.usage != nil {
 		resp.Message = &wire.MessageInfo{Model: cmpOr(c.servedModel, c.model), StopReason: c.stop, Usage: *c.usage}
 	}
-	req := wire.Request{Time: at(c.start), Method: http.MethodPost, Path: "/v1/messages", ParseError: c.reqParseError}
+	req := wire.Request{Time: at(c.start), Method: http.MethodPost, Path: "/v1/messages", Endpoint: wire.EndpointMessages, ParseError: c.reqParseError}
+	if c.kind == instrument.RequestCountTokens {
+		req.Path, req.Endpoint = "/v1/messages/count_tokens", wire.EndpointCountTokens
+	}
 	if c.model != "" {
 		req.Body = &wire.Body{Model: c.model}
 	}
@@ -231,28 +234,28 @@ func scenario() []*instrument.Span {
 // 300·3.75 = 8640 µ$; 50000·3 + 2000·15 = 180000 µ$; 8000·3 + 300·15 = 28500 µ$ (sonnet total
 // 0.30642 $); haiku 3000·1 + 500·5 = 5500 µ$.
 const wantCounters = `
-# HELP cctrace_tokens_total Tokens billed by the upstream, by model and type (input is uncached input; input+cache_read+cache_creation is the whole prompt).
+# HELP cctrace_tokens_total Tokens billed by the upstream, by model, type (input is uncached input; input+cache_read+cache_creation is the whole prompt), person and team.
 # TYPE cctrace_tokens_total counter
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="cache_creation"} 0
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="cache_read"} 0
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="input"} 3000
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",type="output"} 500
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="cache_creation"} 20300
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="cache_read"} 20000
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="input"} 58015
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",type="output"} 2600
-cctrace_tokens_total{model="mystery-model-1",type="cache_creation"} 0
-cctrace_tokens_total{model="mystery-model-1",type="cache_read"} 0
-cctrace_tokens_total{model="mystery-model-1",type="input"} 100
-cctrace_tokens_total{model="mystery-model-1",type="output"} 10
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="cache_creation",user="unknown"} 0
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="cache_read",user="unknown"} 0
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="input",user="unknown"} 3000
+cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="output",user="unknown"} 500
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="cache_creation",user="unknown"} 20300
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="cache_read",user="unknown"} 20000
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="input",user="unknown"} 58015
+cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="output",user="unknown"} 2600
+cctrace_tokens_total{model="mystery-model-1",team="none",type="cache_creation",user="unknown"} 0
+cctrace_tokens_total{model="mystery-model-1",team="none",type="cache_read",user="unknown"} 0
+cctrace_tokens_total{model="mystery-model-1",team="none",type="input",user="unknown"} 100
+cctrace_tokens_total{model="mystery-model-1",team="none",type="output",user="unknown"} 10
 # HELP cctrace_cache_creation_tokens_total Cache write tokens by TTL (5m or 1h), when the upstream reports the split.
 # TYPE cctrace_cache_creation_tokens_total counter
 cctrace_cache_creation_tokens_total{model="claude-sonnet-4-5-20250929",ttl="1h"} 5000
 cctrace_cache_creation_tokens_total{model="claude-sonnet-4-5-20250929",ttl="5m"} 15000
-# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model.
+# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model, person and team.
 # TYPE cctrace_cost_usd_total counter
-cctrace_cost_usd_total{model="claude-haiku-4-5-20251001"} 0.0055
-cctrace_cost_usd_total{model="claude-sonnet-4-5-20250929"} %s
+cctrace_cost_usd_total{model="claude-haiku-4-5-20251001",team="none",user="unknown"} 0.0055
+cctrace_cost_usd_total{model="claude-sonnet-4-5-20250929",team="none",user="unknown"} %s
 # HELP cctrace_unpriced_requests_total Requests with usage whose model is not in the price table, so their cost is not counted.
 # TYPE cctrace_unpriced_requests_total counter
 cctrace_unpriced_requests_total{model="mystery-model-1"} 1
@@ -700,6 +703,7 @@ func TestScenario(t *testing.T) {
 		{"request histograms", wantRequestHistograms, []string{nameRequestDuration, nameTTFT}},
 		{"size histograms", wantSizeHistograms, []string{nameContextTokens, nameRequestMessages}},
 		{"turn and tool histograms", wantTurnToolHistograms, []string{nameTurnDuration, nameToolDuration}},
+		{"nothing yet of people, budgets and files", wantUnused, []string{nameTurnCost, nameLabelOverflow, nameReloads, nameReloadOK, nameBudgetRefusals}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(tc.want), tc.names...); err != nil {
@@ -716,6 +720,49 @@ func TestScenario(t *testing.T) {
 		}
 	}
 }
+
+// wantUnused is what the scenario, whose spans carry no person and no cost, leaves of the
+// metrics of people, budgets and reloaded files: every series that exists from the start, at 0.
+const wantUnused = `# HELP cctrace_budget_refusals_total New turns refused because a budget was spent (--enforce-budgets), by scope (person, team) and window (daily, monthly).
+# TYPE cctrace_budget_refusals_total counter
+cctrace_budget_refusals_total{scope="person",window="daily"} 0
+cctrace_budget_refusals_total{scope="person",window="monthly"} 0
+cctrace_budget_refusals_total{scope="team",window="daily"} 0
+cctrace_budget_refusals_total{scope="team",window="monthly"} 0
+# HELP cctrace_label_overflow_total Observations whose label value was past its label's cap and counted as "other", by label.
+# TYPE cctrace_label_overflow_total counter
+cctrace_label_overflow_total{label="block_type"} 0
+cctrace_label_overflow_total{label="kind"} 0
+cctrace_label_overflow_total{label="model"} 0
+cctrace_label_overflow_total{label="outcome"} 0
+cctrace_label_overflow_total{label="role"} 0
+cctrace_label_overflow_total{label="stop_reason"} 0
+cctrace_label_overflow_total{label="subagent_type"} 0
+cctrace_label_overflow_total{label="team"} 0
+cctrace_label_overflow_total{label="tool"} 0
+cctrace_label_overflow_total{label="tool_outcome"} 0
+cctrace_label_overflow_total{label="trigger"} 0
+cctrace_label_overflow_total{label="user"} 0
+# HELP cctrace_turn_cost_usd Estimated cost of each finished turn in US dollars, subagents included; its exemplars are the turns' trace ids.
+# TYPE cctrace_turn_cost_usd histogram
+cctrace_turn_cost_usd_bucket{le="0.001"} 0
+cctrace_turn_cost_usd_bucket{le="0.005"} 0
+cctrace_turn_cost_usd_bucket{le="0.01"} 0
+cctrace_turn_cost_usd_bucket{le="0.025"} 0
+cctrace_turn_cost_usd_bucket{le="0.05"} 0
+cctrace_turn_cost_usd_bucket{le="0.1"} 0
+cctrace_turn_cost_usd_bucket{le="0.25"} 0
+cctrace_turn_cost_usd_bucket{le="0.5"} 0
+cctrace_turn_cost_usd_bucket{le="1"} 0
+cctrace_turn_cost_usd_bucket{le="2.5"} 0
+cctrace_turn_cost_usd_bucket{le="5"} 0
+cctrace_turn_cost_usd_bucket{le="10"} 0
+cctrace_turn_cost_usd_bucket{le="25"} 0
+cctrace_turn_cost_usd_bucket{le="50"} 0
+cctrace_turn_cost_usd_bucket{le="+Inf"} 0
+cctrace_turn_cost_usd_sum 0
+cctrace_turn_cost_usd_count 0
+`
 
 // formatFloat prints v as the text exposition does.
 func formatFloat(v float64) string { return fmt.Sprint(v) }
@@ -765,9 +812,9 @@ func TestCostIsTheTrackers(t *testing.T) {
 		status: 200, stop: "end_turn", usage: &wire.Usage{InputTokens: 3}}.span()
 	feed(m, priced, unpriced)
 	const want = `
-# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model.
+# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model, person and team.
 # TYPE cctrace_cost_usd_total counter
-cctrace_cost_usd_total{model="mystery-model-1"} 3
+cctrace_cost_usd_total{model="mystery-model-1",team="none",user="unknown"} 3
 # HELP cctrace_unpriced_requests_total Requests with usage whose model is not in the price table, so their cost is not counted.
 # TYPE cctrace_unpriced_requests_total counter
 cctrace_unpriced_requests_total{model="mystery-model-2"} 1
@@ -814,8 +861,8 @@ func TestExemplarsOnOpenMetricsScrape(t *testing.T) {
 	om := scrape(t, "application/openmetrics-text; version=1.0.0; charset=utf-8")
 	for _, pattern := range []string{
 		`cctrace_requests_total\{code="200",kind="turn",model="` + sonnet + `",stop_reason="end_turn"\} 1(\.0)? # \{` + trace + `\} 1(\.0)? `,
-		`cctrace_tokens_total\{model="` + sonnet + `",type="output"\} 20(\.0)? # \{` + trace + `\} 20(\.0)? `,
-		`cctrace_cost_usd_total\{model="` + sonnet + `"\} \S+ # \{` + trace + `\} `,
+		`cctrace_tokens_total\{model="` + sonnet + `",team="none",type="output",user="unknown"\} 20(\.0)? # \{` + trace + `\} 20(\.0)? `,
+		`cctrace_cost_usd_total\{model="` + sonnet + `",team="none",user="unknown"\} \S+ # \{` + trace + `\} `,
 		`cctrace_request_duration_seconds_bucket\{kind="turn",model="` + sonnet + `",le="2.56"\} 1 # \{` + trace + `\} 2(\.0)? `,
 		`cctrace_time_to_first_token_seconds_bucket\{model="` + sonnet + `",le="0.32"\} 1 # \{` + trace + `\} 0.3 `,
 		`cctrace_tool_calls_total\{outcome="success",tool="Read"\} 1(\.0)? # \{` + trace + `\} 1(\.0)? `,
@@ -1030,6 +1077,7 @@ func TestMetricNames(t *testing.T) {
 	m, reg := newMetrics(t)
 	m.SessionsActive(1)
 	feed(m, scenario()...)
+	m.ConfigLoaded("directory", nil)
 	var gathered []string
 	for _, mf := range mustGather(t, reg) {
 		if strings.HasPrefix(mf.GetName(), "cctrace_") {

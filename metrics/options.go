@@ -9,6 +9,8 @@ type Option func(*config)
 type config struct {
 	maxToolNames     int
 	maxModels        int
+	maxUsers         int
+	maxTeams         int
 	exemplarInterval time.Duration
 	now              func() time.Time // the exemplar gate's clock; tests set it
 }
@@ -17,6 +19,8 @@ func defaultConfig() config {
 	return config{
 		maxToolNames:     100,
 		maxModels:        50,
+		maxUsers:         DefaultMaxUsers,
+		maxTeams:         DefaultMaxTeams,
 		exemplarInterval: DefaultExemplarInterval,
 		now:              time.Now,
 	}
@@ -33,6 +37,23 @@ func WithMaxToolNames(n int) Option {
 func WithMaxModels(n int) Option {
 	return func(c *config) { c.maxModels = n }
 }
+
+// Defaults of WithMaxUsers and WithMaxTeams.
+const (
+	DefaultMaxUsers = 100
+	DefaultMaxTeams = 30
+)
+
+// WithMaxUsers bounds the distinct values of the user label, like WithMaxToolNames: the first n
+// people seen keep their own series, later ones count as "other" (and in
+// cctrace_label_overflow_total{label="user"}). Unknown identities count against it too, so a
+// client inventing identity headers cannot grow the series count. The default is
+// DefaultMaxUsers; n must be at least 1.
+func WithMaxUsers(n int) Option { return func(c *config) { c.maxUsers = n } }
+
+// WithMaxTeams bounds the distinct values of the team label, like WithMaxUsers. The default is
+// DefaultMaxTeams; n must be at least 1.
+func WithMaxTeams(n int) Option { return func(c *config) { c.maxTeams = n } }
 
 // WithExemplarInterval sets the least time between two exemplars (the trace id of the span
 // observed) of one series, or of one bucket of a histogram's series: observations in between

@@ -11,8 +11,9 @@
 #   live:   cctrace, the fake Anthropic upstream, the ocb-built collector, Jaeger, Prometheus and
 #           Alertmanager as processes on 127.0.0.1 with deploy/'s own configs (addresses and
 #           intervals substituted, the hourly budget lowered); a scripted Claude Code-like session
-#           through cctrace makes CctraceHourlySpendHigh fire and reach Alertmanager, and its trace
-#           reach Jaeger through the collector.
+#           through cctrace, of a person with a one-cent daily budget, makes CctraceHourlySpendHigh
+#           and CctracePersonDailyBudgetSpent fire and reach Alertmanager (the latter routed to
+#           the person's team), and its trace reach Jaeger through the collector.
 #
 # Usage: scripts/deploy-check.sh [static|live|all]   (default: all)
 #
@@ -153,7 +154,28 @@ check_prometheus() {
 		"$PROMTOOL_BIN" test rules tests/*.yml)
 }
 
-check_alertmanager() { "$AMTOOL_BIN" check-config "$ROOT/deploy/alertmanager/alertmanager.yml"; }
+check_alertmanager() {
+	local cfg="$ROOT/deploy/alertmanager/alertmanager.yml"
+	"$AMTOOL_BIN" check-config "$cfg" || return 1
+	# Budget alerts go to their team's receiver; a team without a route, and other alerts, to the
+	# webhook.
+	route_is team-platform alertname=CctracePersonDailyBudgetSpent team=platform user=alice &&
+		route_is team-platform alertname=CctraceTeamMonthlyBudgetSpent team=platform &&
+		route_is webhook alertname=CctraceTeamDailyBudgetSpent team=search &&
+		route_is webhook alertname=CctraceHourlySpendHigh severity=warning
+}
+
+# route_is RECEIVER LABEL=VALUE...: Alertmanager's routing tree sends an alert with those labels
+# to RECEIVER.
+route_is() {
+	local want=$1 got
+	shift
+	got=$("$AMTOOL_BIN" config routes test --config.file="$ROOT/deploy/alertmanager/alertmanager.yml" "$@" 2>/dev/null) || true
+	[ "$got" = "$want" ] || {
+		log "an alert with $* goes to ${got:-nothing}, want $want"
+		return 1
+	}
+}
 
 check_collector() {
 	local f
@@ -270,6 +292,7 @@ chat_once() {
 		-H 'anthropic-version: 2023-06-01' \
 		-H 'x-api-key: deploy-check-not-a-key' \
 		-H "X-Claude-Code-Session-Id: $1" \
+		-H "X-Cctrace-User: $PERSON" \
 		-H 'User-Agent: claude-cli/2.1.328 (external, cli)' \
 		--data-binary "$2"
 }
@@ -313,6 +336,20 @@ poll() {
 		fi
 		sleep 1
 	done
+}
+
+# PERSON is who the live run's requests say they are from (the X-Cctrace-User header); the
+# directory it writes names them, in team platform, with a daily budget of a cent.
+PERSON=dana
+
+# budget_alert_routed checks that the person's budget alert reached Alertmanager, with their
+# team, and went to the team's receiver.
+budget_alert_routed() {
+	local out
+	out=$(curl -fsS "http://127.0.0.1:$AM_PORT/api/v2/alerts?filter=alertname%3D%22CctracePersonDailyBudgetSpent%22") || return 1
+	printf '%s' "$out" | grep -q "\"user\":\"$PERSON\"" &&
+		printf '%s' "$out" | grep -q '"team":"platform"' &&
+		printf '%s' "$out" | grep -q '"name":"team-platform"'
 }
 
 alert_in_alertmanager() {
@@ -392,6 +429,14 @@ live_run() {
 		log "could not lower the hourly budget in the copy of budget.yml"
 		return 1
 	}
+	# The person's budget: a cent a day, rendered into rules by cctrace itself, as an operator
+	# does, in place of the stack's sample budgets.
+	mkdir -p "$WORK/cctrace"
+	printf 'people:\n  - name: %s\n    team: platform\n    identities: [%s]\n' "$PERSON" "$PERSON" >"$WORK/cctrace/directory.yaml"
+	printf 'people:\n  %s: {daily: 0.01}\n' "$PERSON" >"$WORK/cctrace/budgets.yaml"
+	"$bin/cctrace" budgets rules --budgets "$WORK/cctrace/budgets.yaml" \
+		--out "$WORK/prometheus/rules/people-budgets.yml" || return 1
+	"$PROMTOOL_BIN" check rules "$WORK/prometheus/rules/people-budgets.yml" >/dev/null || return 1
 	"$PROMTOOL_BIN" check config "$WORK/prometheus/prometheus.yml" >/dev/null || return 1
 	start prometheus "$PROMETHEUS_BIN" --config.file="$WORK/prometheus/prometheus.yml" \
 		--storage.tsdb.path="$WORK/tsdb" --web.listen-address="127.0.0.1:$PROM_PORT" \
@@ -406,7 +451,9 @@ live_run() {
 
 	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$OTEL_GRPC_PORT OTEL_SERVICE_NAME=cctrace \
 		start cctrace "$bin/cctrace" serve --listen "127.0.0.1:$CCTRACE_PORT" \
-		--metrics-listen "127.0.0.1:$CCTRACE_METRICS_PORT" --upstream "$upstream"
+		--metrics-listen "127.0.0.1:$CCTRACE_METRICS_PORT" --upstream "$upstream" \
+		--directory "$WORK/cctrace/directory.yaml" --budgets "$WORK/cctrace/budgets.yaml" \
+		--state-dir "$WORK/state"
 
 	wait_http jaeger "http://127.0.0.1:$JAEGER_HEALTH_PORT/status" 60 || return 1
 	wait_http otelcol "http://127.0.0.1:$OTEL_HEALTH_PORT/" 60 || return 1
@@ -432,6 +479,12 @@ live_run() {
 		return 1
 	}
 	log "CctraceHourlySpendHigh reached Alertmanager"
+	poll 90 "CctracePersonDailyBudgetSpent for $PERSON, routed to team-platform" budget_alert_routed || {
+		curl -fsS "http://127.0.0.1:$PROM_PORT/api/v1/query?query=sum%20by%20(user,team)(increase(cctrace_cost_usd_total%5B24h%5D))" >&2 || true
+		curl -fsS "http://127.0.0.1:$AM_PORT/api/v2/alerts" >&2 || true
+		return 1
+	}
+	log "CctracePersonDailyBudgetSpent for $PERSON reached Alertmanager's team-platform receiver"
 	poll 60 "the session's trace in Jaeger" trace_in_jaeger || {
 		tail -20 "$WORK/otelcol.log" >&2
 		return 1
@@ -476,7 +529,7 @@ if [ "$MODE" != static ]; then
 		}
 	done
 	if $ok; then
-		step "live run: spend alert in Alertmanager, trace in Jaeger" live_run
+		step "live run: spend and budget alerts in Alertmanager, trace in Jaeger" live_run
 		cleanup
 	fi
 fi

@@ -45,10 +45,15 @@ type app struct {
 	proxyLn, metricsLn   net.Listener
 	proxyScheme          string // "https" with --tls-cert
 	proxySrv, metricsSrv *http.Server
-	pipe                 *pipeline.Pipeline
-	stopPipe             context.CancelFunc
-	stopProbes           context.CancelFunc
-	wg                   sync.WaitGroup
+	// metricsOnlyLn and metricsOnlySrv serve /metrics and /healthz alone (--metrics-only-listen);
+	// nil without it.
+	metricsOnlyLn  net.Listener
+	metricsOnlySrv *http.Server
+	teams          *teams
+	pipe           *pipeline.Pipeline
+	stopPipe       context.CancelFunc
+	stopProbes     context.CancelFunc
+	wg             sync.WaitGroup
 }
 
 // start builds everything and starts serving. On error nothing is left running.
@@ -73,12 +78,15 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 			return nil, fmt.Errorf("loading --pricing: %w", err)
 		}
 	}
-	m, err := metrics.New(reg)
+	m, err := metrics.New(reg, metrics.WithMaxUsers(o.teams.maxUsers), metrics.WithMaxTeams(o.teams.maxTeams))
 	if err != nil {
 		return nil, fmt.Errorf("creating metrics: %w", err)
 	}
-	a.store = summary.New(summary.WithOutput(out))
-	sinks := instrument.Sinks{m, a.store}
+	if a.teams, err = newTeams(o.teams, m, log); err != nil {
+		return nil, err
+	}
+	a.store = summary.New(summary.WithOutput(out), summary.WithSpend(a.teams.spend))
+	sinks := instrument.Sinks{m, a.store, a.teams.ledger}
 
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent), tracing.WithProvider(up.Provider())}
 	if host, port := hostPort(upstream); host != "" {
@@ -110,9 +118,9 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.joinClient {
 		tropts = append(tropts, instrument.WithJoinClientTrace())
 	}
-	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log,
-		proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
-		proxy.WithProvider(up.Provider()), proxy.WithRoute(up.Route), proxy.WithUpstreamAuth(up.Transport))
+	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log, a.teams.resolve,
+		append(a.teams.proxyOptions(), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
+			proxy.WithProvider(up.Provider()), proxy.WithRoute(up.Route), proxy.WithUpstreamAuth(up.Transport))...)
 	if err != nil {
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)
@@ -138,13 +146,22 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		a.closeTracing()
 		return nil, err
 	}
+	if o.teams.metricsOnlyListen != "" {
+		if a.metricsOnlyLn, err = listen("--metrics-only-listen", o.teams.metricsOnlyListen); err != nil {
+			a.proxyLn.Close()
+			a.metricsLn.Close()
+			a.closeTracing()
+			return nil, err
+		}
+	}
 
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(reg))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	healthz := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
-	})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/api/turns", a.store)
 	mux.HandleFunc("GET /api/sessions/{id}/status", a.store.ServeStatus)
 	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log)))
@@ -161,20 +178,37 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		TLSConfig:         tlsConfig,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.metricsSrv = &http.Server{Handler: a.teams.guard(mux), ReadHeaderTimeout: 10 * time.Second}
+	if a.metricsOnlyLn != nil {
+		only := http.NewServeMux()
+		only.Handle("/metrics", metrics.Handler(reg))
+		only.HandleFunc("/healthz", healthz)
+		a.metricsOnlySrv = &http.Server{Handler: only, ReadHeaderTimeout: 10 * time.Second}
+	}
 
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopPipe = cancel
 	a.wg.Add(3)
 	go func() { defer a.wg.Done(); a.pipe.Run(pctx) }()
+	a.teams.run(pctx, &a.wg)
 	if tlsConfig != nil {
 		a.proxyScheme = "https"
 	} else if !isLoopback(a.proxyLn.Addr()) {
 		log.Warn("the proxy listens beyond this machine without TLS: API keys cross the network in the clear; give --tls-cert and --tls-key, or --listen 127.0.0.1:PORT",
 			"listen", a.proxyLn.Addr().String())
 	}
+	a.teams.logStart()
+	if !isLoopback(a.metricsLn.Addr()) && !o.teams.accessControl() {
+		log.Warn("the turns page and /api/turns are open to anyone who reaches "+a.metricsLn.Addr().String()+
+			": everyone's turns and spend; give --access-file or --trusted-user-header (with --metrics-only-listen for Prometheus), or --metrics-listen 127.0.0.1:PORT",
+			"metrics_listen", a.metricsLn.Addr().String())
+	}
 	go a.serve(a.proxySrv, a.proxyLn)
 	go a.serve(a.metricsSrv, a.metricsLn)
+	if a.metricsOnlySrv != nil {
+		a.wg.Add(1)
+		go a.serve(a.metricsOnlySrv, a.metricsOnlyLn)
+	}
 	if a.tracing == nil {
 		log.Debug("no OTLP endpoint configured: traces are not exported")
 	}
@@ -221,6 +255,9 @@ func (a *app) shutdown() error {
 	a.stopPipe()
 	<-a.pipe.Done()
 	_ = a.metricsSrv.Shutdown(ctx)
+	if a.metricsOnlySrv != nil {
+		_ = a.metricsOnlySrv.Shutdown(ctx)
+	}
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelFlush()
 	if a.tracing != nil {

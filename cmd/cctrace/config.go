@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/identity"
 	"github.com/cctrace/cctrace/internal/ui"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // Defaults for the listeners. Both bind to loopback: cctrace is a personal proxy, not a service.
@@ -46,6 +48,27 @@ type options struct {
 	joinClient      bool
 	// clientTelemetry (run only) turns on Claude Code's own tracing for the command.
 	clientTelemetry bool
+	teams           teamOptions
+}
+
+// teamOptions are the flags of a shared cctrace: who sent each request, their budgets, and who
+// may look.
+type teamOptions struct {
+	identityHeader     string
+	identityOrder      string
+	identitySecretFile string
+	stateDir           string
+	directory          string
+	maxUsers, maxTeams int
+	budgets            string
+	enforceBudgets     bool
+	spendPrometheus    string
+	accessFile         string
+	trustedUserHeader  string
+	trustedTeamHeader  string
+	trustedRoleHeader  string
+	metricsTokenFile   string
+	metricsOnlyListen  string
 }
 
 // newFlagSet declares every flag on fs. Each flag's default is taken from CCTRACE_<NAME> when that
@@ -72,12 +95,64 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the proxy over HTTPS with this PEM certificate (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&o.replica, "replica", false, "this cctrace is one of several replicas behind a load balancer with session affinity: a turn whose session went on elsewhere ends as handed_off")
+	addTeamFlags(fs, &o.teams)
 	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
 	fs.BoolVar(&o.joinClient, "join-client-trace", false, "put each turn into Claude Code's own trace when its requests carry a traceparent (its telemetry with CLAUDE_CODE_PROPAGATE_TRACEPARENT=1); export both to the same backend")
 	if name == "run" {
 		fs.BoolVar(&o.clientTelemetry, "client-telemetry", false, "turn on Claude Code's own tracing for COMMAND, exported where cctrace exports (needs OTEL_EXPORTER_OTLP_ENDPOINT), and --join-client-trace")
 	}
 	return fs
+}
+
+// addTeamFlags declares the flags of teamOptions on fs.
+func addTeamFlags(fs *flag.FlagSet, t *teamOptions) {
+	fs.StringVar(&t.identityHeader, "identity-header", identity.DefaultHeader, "request header naming the person (set it in ANTHROPIC_CUSTOM_HEADERS); empty: not read")
+	fs.StringVar(&t.identityOrder, "identity-order", "header,account,key", "which identities attribute a request, in order: header, account (metadata.user_id's account_uuid), key (the credential's fingerprint)")
+	fs.StringVar(&t.identitySecretFile, "identity-secret-file", "", "file with the secret (32 bytes or more) credential fingerprints are keyed with; default CCTRACE_IDENTITY_SECRET, else one generated in --state-dir")
+	fs.StringVar(&t.stateDir, "state-dir", identity.DefaultStateDir(), "where cctrace keeps its generated fingerprint secret")
+	fs.StringVar(&t.directory, "directory", "", "YAML file naming people and teams by their identities; reread when it changes")
+	fs.IntVar(&t.maxUsers, "max-users", metrics.DefaultMaxUsers, "distinct user label values in metrics; the rest are \"other\"")
+	fs.IntVar(&t.maxTeams, "max-teams", metrics.DefaultMaxTeams, "distinct team label values in metrics; the rest are \"other\"")
+	fs.StringVar(&t.budgets, "budgets", "", "YAML file of daily and monthly USD budgets per person and team; reread when it changes")
+	fs.BoolVar(&t.enforceBudgets, "enforce-budgets", false, "refuse the new prompts of a person whose budget, or whose team's, is spent (needs --budgets)")
+	fs.StringVar(&t.spendPrometheus, "budget-spend-prometheus", "", "Prometheus URL (http://prometheus:9090) to read every replica's spend from, for budgets; default: this process's own count")
+	fs.StringVar(&t.accessFile, "access-file", "", "YAML file of the tokens and passwords that may view the turns page and /api/turns, with their roles; reread when it changes")
+	fs.StringVar(&t.trustedUserHeader, "trusted-user-header", "", "header an authenticating proxy in front sets to the viewer's name (e.g. X-Forwarded-User); only that proxy may reach the metrics listener")
+	fs.StringVar(&t.trustedTeamHeader, "trusted-team-header", "", "header with the viewer's team, from the same proxy")
+	fs.StringVar(&t.trustedRoleHeader, "trusted-role-header", "", "header with the viewer's role (person, lead, admin), from the same proxy")
+	fs.StringVar(&t.metricsTokenFile, "metrics-token-file", "", "file with the bearer token /metrics accepts besides an admin's, when access control is on")
+	fs.StringVar(&t.metricsOnlyListen, "metrics-only-listen", "", "a second address serving only /metrics and /healthz, without access control (for Prometheus and probes)")
+}
+
+// accessControl reports whether the metrics listener asks viewers who they are.
+func (t teamOptions) accessControl() bool { return t.accessFile != "" || t.trustedUserHeader != "" }
+
+// validate checks the team flags.
+func (t teamOptions) validate() error {
+	if _, err := identity.ParseOrder(t.identityOrder); err != nil {
+		return fmt.Errorf("invalid --identity-order: %w", err)
+	}
+	if t.maxUsers < 1 || t.maxTeams < 1 {
+		return errors.New("invalid --max-users or --max-teams: must be at least 1")
+	}
+	if t.enforceBudgets && t.budgets == "" {
+		return errors.New("--enforce-budgets needs --budgets FILE: there is no budget to enforce")
+	}
+	if t.spendPrometheus != "" && t.budgets == "" {
+		return errors.New("--budget-spend-prometheus needs --budgets FILE")
+	}
+	if t.metricsTokenFile != "" && !t.accessControl() {
+		return errors.New("--metrics-token-file protects /metrics only with access control on: give --access-file or --trusted-user-header too")
+	}
+	if t.trustedUserHeader == "" && (t.trustedTeamHeader != "" || t.trustedRoleHeader != "") {
+		return errors.New("--trusted-team-header and --trusted-role-header need --trusted-user-header")
+	}
+	if t.metricsOnlyListen != "" {
+		if _, port, err := net.SplitHostPort(t.metricsOnlyListen); err != nil || port == "" {
+			return fmt.Errorf("invalid --metrics-only-listen %q: want HOST:PORT", t.metricsOnlyListen)
+		}
+	}
+	return nil
 }
 
 // parseArgs parses args after applying CCTRACE_* defaults, and checks the values.
@@ -131,6 +206,9 @@ func (o *options) validate() error {
 		}
 	}
 	if _, err := ui.ParseTraceUI(o.uiURL); err != nil {
+		return err
+	}
+	if err := o.teams.validate(); err != nil {
 		return err
 	}
 	switch o.logLevel {

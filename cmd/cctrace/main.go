@@ -4,6 +4,8 @@
 //	cctrace serve [flags]              run the proxy until SIGINT/SIGTERM
 //	cctrace run [flags] -- COMMAND...  run COMMAND (e.g. claude) through a private proxy
 //	cctrace statusline [--url URL]     print the current turn, for Claude Code's statusLine
+//	cctrace budgets rules --budgets F  Prometheus alerting rules of a budgets file
+//	cctrace fingerprint < KEY          the fingerprint cctrace shows for a credential
 package main
 
 import (
@@ -30,6 +32,8 @@ Usage:
   cctrace serve [flags]               run the proxy; point ANTHROPIC_BASE_URL at --listen
   cctrace run [flags] -- COMMAND ...  run COMMAND with ANTHROPIC_BASE_URL set to a private proxy
   cctrace statusline [--url URL]      a status line for Claude Code (its statusLine setting)
+  cctrace budgets rules --budgets F   print the Prometheus alerting rules of a budgets file
+  cctrace fingerprint < KEY           print the fingerprint cctrace shows for a key or token
   cctrace version
 
 Traces go to the OTLP gRPC endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT);
@@ -57,6 +61,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return run(args[1:], stderr)
 	case "statusline":
 		return statusline(args[1:], statusStdin(), stdout, stderr)
+	case "budgets":
+		return budgetsCmd(args[1:], stdout, stderr)
+	case "fingerprint":
+		return fingerprintCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "cctrace", version)
 		return 0

@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "cctrace")
+	// The fingerprint secret cctrace keeps goes to the test's directory, not the user's.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building cctrace: %v\n%s", err, out)
 		os.Exit(1)
@@ -53,6 +55,14 @@ func cctrace(t *testing.T, env []string, args ...string) (stdout, stderr string,
 		t.Fatalf("cctrace %v: %v", args, err)
 	}
 	return o.String(), e.String(), code
+}
+
+// execCctrace is the binary's command with a clean environment, for a test to run its way.
+func execCctrace(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command(bin, args...)
+	c.Env = baseEnv()
+	return c
 }
 
 func baseEnv() []string {

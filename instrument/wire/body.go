@@ -750,7 +750,7 @@ func (p *bodyParser) finish() {
 		}
 	}
 	p.out.TurnOpener = turnOpener(msgs)
-	p.out.MetadataSessionID = p.metadataSessionID(p.out.UserID)
+	p.out.MetadataSessionID, p.out.AccountUUID = p.metadataIDs(p.out.UserID)
 }
 
 // turnOpener returns Body.TurnOpener of msgs.
@@ -788,30 +788,40 @@ func lastSpoken(msgs []Message) int {
 	return -1
 }
 
-// metadataSessionID finds the session id in metadata.user_id: a JSON object string
-// {"device_id":…,"account_uuid":…,"session_id":…} in current Claude Code, or
+// metadataIDs finds the session id and the account uuid in metadata.user_id: a JSON object
+// string {"device_id":…,"account_uuid":…,"session_id":…} in current Claude Code, or
 // user_<hash>_account_<uuid>_session_<uuid> in older versions. It is called once the body has
 // been read, when the parser's decoder is free.
-func (p *bodyParser) metadataSessionID(userID string) string {
+func (p *bodyParser) metadataIDs(userID string) (session, account string) {
 	if strings.HasPrefix(strings.TrimSpace(userID), "{") {
 		r := &p.r
 		r.reset([]byte(userID))
-		var id string
 		r.object(func(name []byte) {
-			if string(name) == "session_id" {
-				id = r.text()
-				return
+			switch string(name) {
+			case "session_id":
+				session = r.text()
+			case "account_uuid":
+				account = r.text()
+			default:
+				r.skip()
 			}
-			r.skip()
 		})
 		if r.end() != nil {
-			return ""
+			return "", ""
 		}
-		return id
+		return session, account
 	}
-	const marker = "_session_"
-	if k := strings.LastIndex(userID, marker); k >= 0 && strings.HasPrefix(userID, "user_") {
-		return userID[k+len(marker):]
+	const sessionMarker, accountMarker = "_session_", "_account_"
+	if !strings.HasPrefix(userID, "user_") {
+		return "", ""
 	}
-	return ""
+	k := strings.LastIndex(userID, sessionMarker)
+	if k < 0 {
+		return "", ""
+	}
+	session = userID[k+len(sessionMarker):]
+	if a := strings.Index(userID[:k], accountMarker); a >= 0 {
+		account = userID[a+len(accountMarker) : k]
+	}
+	return session, account
 }

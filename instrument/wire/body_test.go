@@ -53,6 +53,7 @@ func TestParseBodyFixtures(t *testing.T) {
 				Stream:            true,
 				UserID:            `{"device_id":"4b1f0c2e9d","account_uuid":"7d7a3c1e-1111-4a2b-9c3d-0123456789ab","session_id":"0d8c6a52-5e4b-4f3a-9e21-6c3b8a1f2d10"}`,
 				MetadataSessionID: "0d8c6a52-5e4b-4f3a-9e21-6c3b8a1f2d10",
+				AccountUUID:       "7d7a3c1e-1111-4a2b-9c3d-0123456789ab",
 				Thinking:          "adaptive",
 				Effort:            "high",
 				ContextManagement: true,
@@ -83,6 +84,7 @@ func TestParseBodyFixtures(t *testing.T) {
 				Stream:            true,
 				UserID:            "user_9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08_account_7d7a3c1e-1111-4a2b-9c3d-0123456789ab_session_0d8c6a52-5e4b-4f3a-9e21-6c3b8a1f2d10",
 				MetadataSessionID: "0d8c6a52-5e4b-4f3a-9e21-6c3b8a1f2d10",
+				AccountUUID:       "7d7a3c1e-1111-4a2b-9c3d-0123456789ab",
 				System:            SystemInfo{Blocks: 1, Bytes: len("You are Claude Code.")},
 				Tools:             ToolsInfo{Present: true},
 				Messages: []Message{

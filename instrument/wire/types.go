@@ -49,6 +49,21 @@ type Headers struct {
 	Traceparent      string   // W3C traceparent, when Claude Code's own tracing propagates it
 }
 
+// Identity is who sent a request: what the proxy read of it on the forwarding path, and the
+// person and team the pipeline resolved from that (with Body.AccountUUID) before the tracker saw
+// the request. The zero value is a request from nobody known.
+type Identity struct {
+	// Header is the value of the identity header a person sets (X-Cctrace-User by default),
+	// cleaned and bounded; empty when absent.
+	Header string
+	// Credential is a keyed fingerprint of the request's x-api-key or bearer token ("key-" and 16
+	// hex digits), never the credential itself; empty when the request carried none.
+	Credential string
+	// User and Team are the person and team the request is attributed to; empty until resolved,
+	// and Team empty when the person has none.
+	User, Team string
+}
+
 // Request is one API request as seen by the proxy once its body has been read (or abandoned).
 // The zero value is an empty request to an unknown endpoint.
 type Request struct {
@@ -66,7 +81,9 @@ type Request struct {
 	// Body.Stream from it.
 	PathStream bool
 	Headers    Headers
-	BodySize   int64 // bytes of request body forwarded (after any transfer decoding)
+	// Identity is who sent the request, as far as cctrace can tell without keeping a credential.
+	Identity Identity
+	BodySize int64 // bytes of request body forwarded (after any transfer decoding)
 	// ContentEncoding is the request's Content-Encoding header ("" for identity): the body copy
 	// handed to the observer is still encoded so.
 	ContentEncoding string
@@ -102,6 +119,9 @@ type Body struct {
 	UserID string
 	// MetadataSessionID is the session id found inside UserID, in either format.
 	MetadataSessionID string
+	// AccountUUID is the account_uuid found inside UserID, in either format: the account of a
+	// subscription login, empty with an API key.
+	AccountUUID string
 
 	Thinking string // thinking.type: "adaptive", "enabled", "disabled", or "" when absent
 	Effort   string // output_config.effort, when present

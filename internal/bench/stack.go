@@ -49,7 +49,7 @@ func NewStack(upstream *url.URL) (*Stack, error) {
 	}
 	s := &Stack{tracing: ts, turns: &turnCounter{}}
 	sinks := instrument.Sinks{m, summary.New(summary.WithOutput(io.Discard)), ts, s.turns}
-	s.Proxy, s.pipe, err = stack.New(upstream, instrument.New(sinks), log)
+	s.Proxy, s.pipe, err = stack.New(upstream, instrument.New(sinks), log, nil)
 	if err != nil {
 		_ = ts.Shutdown(context.Background())
 		return nil, fmt.Errorf("creating proxy: %w", err)

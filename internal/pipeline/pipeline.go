@@ -36,6 +36,8 @@ type Pipeline struct {
 	bodies *wire.BodyCache
 	// bufs takes back each body once it is decoded (see WithBodyBuffers).
 	bufs *bodybuf.Pool
+	// resolve attributes each request to a person before the tracker sees it (WithResolve).
+	resolve func(*wire.Request)
 	// spare is the last batch's array, emptied, for the queue to fill next: the queue and
 	// the batch being handled take turns with two arrays instead of a new one per batch. Only
 	// the pipeline goroutine touches it.
@@ -71,6 +73,14 @@ func WithTickInterval(d time.Duration) Option { return func(p *Pipeline) { p.tic
 // proxy copies bodies into (proxy.WithBodyBuffers). Default: none, bodies are left to the
 // collector.
 func WithBodyBuffers(pool *bodybuf.Pool) Option { return func(p *Pipeline) { p.bufs = pool } }
+
+// WithResolve sets how each request is attributed to a person and team (its Identity's User
+// and Team), once its body is decoded and before the tracker sees it: the tracker puts what it
+// finds on the request's spans. It runs on the pipeline's goroutine, off the forwarding path.
+// Default (and nil): requests keep the identity the proxy gave them.
+func WithResolve(resolve func(*wire.Request)) Option {
+	return func(p *Pipeline) { p.resolve = resolve }
+}
 
 // DefaultQueueBudget is the default of WithQueueBudget. Decoding keeps up with hundreds of MB/s
 // of request bodies, so the queue only fills when bodies arrive faster than that for a while;
@@ -228,6 +238,9 @@ func (p *Pipeline) handle(ev event) {
 		p.endpoints[req.ExchangeID] = req.Endpoint
 		if err := p.bodies.DecodeRequest(req, ev.body); err != nil {
 			p.log.Debug("request body not decoded", "path", req.Path, "error", err)
+		}
+		if p.resolve != nil {
+			p.resolve(req)
 		}
 		p.tracker.Request(req)
 	case ev.resp != nil:

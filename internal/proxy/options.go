@@ -43,6 +43,8 @@ type config struct {
 	provider   wire.Provider
 	route      func(path string) *url.URL // nil: every request to the upstream New was given
 	auth       func(http.RoundTripper) http.RoundTripper
+	identify   func(http.Header) wire.Identity // nil: requests are from nobody known
+	gate       Gate                            // nil: every request is forwarded
 }
 
 // Option configures a Proxy built by New.
@@ -157,6 +159,17 @@ func WithRoute(route func(path string) *url.URL) Option {
 func WithUpstreamAuth(wrap func(http.RoundTripper) http.RoundTripper) Option {
 	return func(c *config) { c.auth = wrap }
 }
+
+// WithIdentity sets how the proxy tells who sent a request, from its headers, as it arrives:
+// identify may read credentials (to fingerprint them) and must return only what can leave the
+// proxy, never a credential. What it returns is the wire.Request's Identity. Default none.
+func WithIdentity(identify func(http.Header) wire.Identity) Option {
+	return func(c *config) { c.identify = identify }
+}
+
+// WithGate sets a Gate that may answer a request itself instead of forwarding it. Default none:
+// every request is forwarded.
+func WithGate(g Gate) Option { return func(c *config) { c.gate = g } }
 
 // defaultTransport is the transport WithTransport documents.
 func defaultTransport() *http.Transport {

@@ -102,6 +102,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			PathModel:  route.Model,
 			PathStream: route.Stream,
 			Headers:    wire.ParseHeaders(r.Header),
+			Identity:   p.identify(r.Header),
 			// The copy stays encoded; the Observer decodes it with this.
 			ContentEncoding: r.Header.Get("Content-Encoding"),
 		},
@@ -119,6 +120,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.resp.End = p.cfg.now()
 		p.obs.ResponseDone(&x.resp, nil)
 		return
+	}
+
+	if p.cfg.gate != nil && x.req.Endpoint == wire.EndpointMessages && p.cfg.gate.Hold(x.req) {
+		if p.gateRequest(w, r, x) {
+			return
+		}
 	}
 
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
@@ -139,6 +146,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// went out; the deferred call still reports the exchange, and the panic goes on to the server.
 	defer x.responseDone(r.Context(), tw)
 	p.rp.ServeHTTP(tw, r)
+}
+
+// identify returns who sent a request with header h.
+func (p *Proxy) identify(h http.Header) wire.Identity {
+	if p.cfg.identify == nil {
+		return wire.Identity{}
+	}
+	return p.cfg.identify(h)
 }
 
 // rejectTooLarge answers a request whose body is over the maximum request size with the 413 the

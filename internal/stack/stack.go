@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
@@ -15,11 +16,12 @@ import (
 
 // New returns a proxy forwarding to upstream and the pipeline it reports to, which feeds tr.
 // Both log to log, and share one pool of body buffers: the proxy copies bodies into them, the
-// pipeline gives them back once decoded. opts are further options of the proxy. The caller
-// serves the proxy and runs the pipeline (pipeline.Run).
-func New(upstream *url.URL, tr *instrument.Tracker, log *slog.Logger, opts ...proxy.Option) (*proxy.Proxy, *pipeline.Pipeline, error) {
+// pipeline gives them back once decoded. resolve, when not nil, attributes each request to a
+// person (pipeline.WithResolve). opts are further options of the proxy. The caller serves the
+// proxy and runs the pipeline (pipeline.Run).
+func New(upstream *url.URL, tr *instrument.Tracker, log *slog.Logger, resolve func(*wire.Request), opts ...proxy.Option) (*proxy.Proxy, *pipeline.Pipeline, error) {
 	bufs := &bodybuf.Pool{}
-	pipe := pipeline.New(tr, pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs))
+	pipe := pipeline.New(tr, pipeline.WithLogger(log), pipeline.WithBodyBuffers(bufs), pipeline.WithResolve(resolve))
 	opts = append([]proxy.Option{proxy.WithLogger(log), proxy.WithBodyBuffers(bufs)}, opts...)
 	p, err := proxy.New(upstream, pipe, opts...)
 	if err != nil {

@@ -1,18 +1,90 @@
 package stack
 
 import (
+	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/proxy"
 )
 
 // TestNewRejectsUpstream checks that New reports what the proxy refuses, and builds nothing then.
 func TestNewRejectsUpstream(t *testing.T) {
 	u, _ := url.Parse("ftp://api.example.com")
-	p, pipe, err := New(u, instrument.New(instrument.Sinks{}), slog.New(slog.DiscardHandler))
+	p, pipe, err := New(u, instrument.New(instrument.Sinks{}), slog.New(slog.DiscardHandler), nil)
 	if err == nil || p != nil || pipe != nil {
 		t.Fatalf("New(%s) = %v, %v, %v; want an error and nothing built", u, p, pipe, err)
+	}
+}
+
+// spanUsers records who each ended span was attributed to.
+type spanUsers struct {
+	mu    sync.Mutex
+	users []string
+}
+
+func (s *spanUsers) SpanStarted(*instrument.Span) {}
+func (s *spanUsers) SpanEnded(sp *instrument.Span) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users = append(s.users, sp.User+"/"+sp.Team)
+}
+func (s *spanUsers) SessionsActive(int) {}
+
+// TestResolve checks the path of an identity: the proxy reads it from the headers, the
+// pipeline resolves it with the decoded body (here the account in metadata.user_id), and the
+// tracker's spans carry the result.
+func TestResolve(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"type":"message","model":"claude-sonnet-4-5","stop_reason":"end_turn","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":2}}`)
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	sink := &spanUsers{}
+	resolve := func(req *wire.Request) {
+		if req.Body != nil && req.Body.AccountUUID == "acct-1" {
+			req.Identity.User, req.Identity.Team = "alice", "platform"
+		}
+	}
+	identify := func(h http.Header) wire.Identity { return wire.Identity{Header: h.Get("X-Cctrace-User")} }
+	p, pipe, err := New(u, instrument.New(sink), slog.New(slog.DiscardHandler), resolve, proxy.WithIdentity(identify))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go pipe.Run(ctx)
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	body := `{"model":"claude-sonnet-4-5","stream":false,"tools":[{"name":"Bash"}],` +
+		`"metadata":{"user_id":"{\"device_id\":\"d\",\"account_uuid\":\"acct-1\",\"session_id\":\"s-1\"}"},` +
+		`"messages":[{"role":"user","content":"hello"}]}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	cancel()
+	select {
+	case <-pipe.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("pipeline did not stop")
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.users) != 2 || sink.users[0] != "alice/platform" || sink.users[1] != "alice/platform" {
+		t.Errorf("spans attributed to %v, want the chat span and its turn to alice/platform", sink.users)
 	}
 }

@@ -31,6 +31,8 @@ type Store struct {
 	sessions map[string]*SessionTotals
 	// line is the buffer each finished turn's line is rendered into before it is written.
 	line []byte
+	// spend reports what people and teams spent, for /api/turns (WithSpend); nil: nothing.
+	spend func() Spend
 }
 
 // maxLineBuffer bounds the line buffer the store keeps between turns.
@@ -53,6 +55,10 @@ func WithMaxSpans(n int) Option { return func(s *Store) { s.maxSpans = n } }
 // WithClock sets the clock that times turns still running. Default: time.Now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
+// WithSpend sets where /api/turns takes the spend of people and teams it shows beside the
+// turns. Default: none is shown.
+func WithSpend(spend func() Spend) Option { return func(s *Store) { s.spend = spend } }
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
@@ -72,12 +78,15 @@ func New(opts ...Option) *Store {
 // Turn is one turn as served at /api/turns. While the turn runs (End is nil) its counts and
 // tokens are running sums of the spans ended so far; at its end they are the tracker's totals.
 type Turn struct {
-	TraceID   string     `json:"trace_id"`
-	SessionID string     `json:"session_id"`
-	Index     int        `json:"index"`
-	Start     time.Time  `json:"start"`
-	End       *time.Time `json:"end,omitempty"`
-	Duration  float64    `json:"duration_seconds"`
+	TraceID   string `json:"trace_id"`
+	SessionID string `json:"session_id"`
+	// User and Team are who the turn is attributed to: the person of the request that opened it.
+	User     string     `json:"user,omitempty"`
+	Team     string     `json:"team,omitempty"`
+	Index    int        `json:"index"`
+	Start    time.Time  `json:"start"`
+	End      *time.Time `json:"end,omitempty"`
+	Duration float64    `json:"duration_seconds"`
 	// Root is the kind of the trace's root span: "turn", or "chat" for a side request that no
 	// turn adopted.
 	Root    string `json:"root"`
@@ -201,7 +210,9 @@ type Messages struct {
 
 // SessionTotals sums a session's spans for the closing summary and the sessions page.
 type SessionTotals struct {
-	ID          string
+	ID string
+	// User and Team are who the session's first attributed span was from.
+	User, Team  string
 	First, Last time.Time
 	Turns       int
 	Requests    int
@@ -227,7 +238,11 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.session(sp.SessionID).seen(sp.Start)
+	tot := s.session(sp.SessionID)
+	tot.seen(sp.Start)
+	if tot.User == "" && sp.User != "" {
+		tot.User, tot.Team = sp.User, sp.Team
+	}
 	t := s.turnFor(sp)
 	if t == nil {
 		return
@@ -389,6 +404,8 @@ func (s *Store) turnFor(sp *instrument.Span) *Turn {
 	t := &Turn{
 		TraceID:   sp.TraceID.String(),
 		SessionID: sp.SessionID,
+		User:      sp.User,
+		Team:      sp.Team,
 		Index:     sp.TurnIndex,
 		Start:     sp.Start,
 		Root:      kindName(sp.Kind),
@@ -510,13 +527,29 @@ func (m *Messages) count(c *instrument.Chat) {
 
 // Turns returns copies of the kept turns, newest first, optionally only those of one session.
 func (s *Store) Turns(session string) []Turn {
+	return s.TurnsWhere(Filter{Session: session})
+}
+
+// Filter picks turns and sessions: each field that is set must match. The zero value picks all.
+type Filter struct {
+	Session string
+	User    string // the person a turn or session is attributed to
+	Team    string
+}
+
+func (f Filter) match(session, user, team string) bool {
+	return (f.Session == "" || f.Session == session) && (f.User == "" || f.User == user) && (f.Team == "" || f.Team == team)
+}
+
+// TurnsWhere returns copies of the kept turns that f picks, newest first.
+func (s *Store) TurnsWhere(f Filter) []Turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	out := make([]Turn, 0, len(s.turns))
 	for i := len(s.turns) - 1; i >= 0; i-- {
 		t := s.turns[i]
-		if session != "" && t.SessionID != session {
+		if !f.match(t.SessionID, t.User, t.Team) {
 			continue
 		}
 		out = append(out, t.clone(now))
@@ -571,12 +604,17 @@ func (t *SessionTotals) clone() SessionTotals {
 }
 
 // Sessions returns the totals of every session seen, most recently active first.
-func (s *Store) Sessions() []SessionTotals {
+func (s *Store) Sessions() []SessionTotals { return s.SessionsWhere(Filter{}) }
+
+// SessionsWhere returns the totals of the sessions f picks, most recently active first.
+func (s *Store) SessionsWhere(f Filter) []SessionTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]SessionTotals, 0, len(s.sessions))
 	for _, t := range s.sessions {
-		out = append(out, t.clone())
+		if f.match(t.ID, t.User, t.Team) {
+			out = append(out, t.clone())
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Last.Equal(out[j].Last) {
@@ -587,14 +625,38 @@ func (s *Store) Sessions() []SessionTotals {
 	return out
 }
 
-// ServeHTTP serves the kept turns as JSON, newest first; ?session=ID filters one session.
+// Spend returns what people and teams spent (WithSpend), and false when the store has no source
+// of it.
+func (s *Store) Spend() (Spend, bool) {
+	if s.spend == nil {
+		return Spend{}, false
+	}
+	return s.spend(), true
+}
+
+// ServeHTTP serves the kept turns as JSON, newest first; ?session=ID, ?user=NAME and ?team=NAME
+// filter them. Only what the viewer may see (ScopeFrom of the request's context) is served;
+// with WithSpend, the spend of the people and teams the viewer may see comes along.
 func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	scope := ScopeFrom(r.Context())
+	f, ok := scope.Narrow(Filter{Session: q.Get("session"), User: q.Get("user"), Team: q.Get("team")})
+	turns := []Turn{}
+	if ok {
+		turns = s.TurnsWhere(f)
+	}
+	var spend *Spend
+	if s.spend != nil {
+		sp := scope.Spend(s.spend())
+		spend = &sp
+	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(struct {
 		Turns []Turn `json:"turns"`
-	}{s.Turns(r.URL.Query().Get("session"))})
+		Spend *Spend `json:"spend,omitempty"`
+	}{turns, spend})
 }
 
 func fillTurn(t *Turn, sp *instrument.Span) {

@@ -84,6 +84,9 @@ const (
 	keySubagentToolCalls  = attribute.Key("cctrace.subagent.tool_calls")
 	keySubagentToolErrors = attribute.Key("cctrace.subagent.tool_errors")
 
+	// The team of the person a span is attributed to (user.id).
+	keyTeam = attribute.Key("cctrace.team")
+
 	// Cost, on chat spans (their answer), turns and subagents (their totals).
 	keyCost     = attribute.Key("cctrace.cost_usd")
 	keyUnpriced = attribute.Key("cctrace.unpriced_requests")
@@ -162,6 +165,10 @@ type attributeSet struct {
 // spanAttributes appends the attributes of s for its kind to a.
 func (b attributeSet) spanAttributes(a *attrs, s *instrument.Span) {
 	a.str(semconv.GenAIConversationIDKey, s.SessionID)
+	// The person's name from the directory, or the identity that stands for them: a header
+	// value or a credential's fingerprint, never a credential.
+	a.str(semconv.UserIDKey, s.User)
+	a.str(keyTeam, s.Team)
 	switch s.Kind {
 	case instrument.KindTurn:
 		b.turn(a, s)

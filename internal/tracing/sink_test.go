@@ -752,3 +752,28 @@ func TestTurnSpansLeaveWithTheirRoot(t *testing.T) {
 		t.Fatalf("%d spans exported after shutdown, want 5 (the held chat span and the open root)", got)
 	}
 }
+
+// TestSinkPerson checks that spans carry who they are attributed to in user.id and
+// cctrace.team, and that spans attributed to nobody carry neither.
+func TestSinkPerson(t *testing.T) {
+	steps := turnSteps()
+	for _, st := range steps {
+		if st.span.ID == sid(1) || st.span.ID == sid(2) {
+			st.span.User, st.span.Team = "alice", "platform"
+		}
+	}
+	got := record(t, steps)
+	for id, s := range got {
+		attrs := attrMap(s)
+		user, team := attrs["user.id"], attrs["cctrace.team"]
+		if id == sid(1) || id == sid(2) {
+			if user.AsString() != "alice" || team.AsString() != "platform" {
+				t.Errorf("%s: user.id %q cctrace.team %q", s.Name(), user.AsString(), team.AsString())
+			}
+			continue
+		}
+		if _, ok := attrs["user.id"]; ok {
+			t.Errorf("%s: user.id %q on a span of nobody", s.Name(), user.AsString())
+		}
+	}
+}

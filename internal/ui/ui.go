@@ -98,11 +98,15 @@ type page struct {
 	TraceUI string // name of the linked trace UI, "" for none
 
 	Sessions []sessionRow
-	Session  *summary.SessionTotals
-	Turns    []turnRow
-	Turn     *turnRow
-	Spans    []spanRow
-	Axis     []axisTick
+	// Person and Team are what the sessions page is filtered by (?user=, ?team=).
+	Person, Team string
+	// Spend is what the people and teams the viewer may see spent; nil without budgets' ledger.
+	Spend   *summary.Spend
+	Session *summary.SessionTotals
+	Turns   []turnRow
+	Turn    *turnRow
+	Spans   []spanRow
+	Axis    []axisTick
 }
 
 type sessionRow struct {
@@ -133,17 +137,28 @@ type axisTick struct {
 	Label string
 }
 
-func (h *Handler) sessions(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) sessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	scope := summary.ScopeFrom(r.Context())
+	p := page{Title: "sessions", Poll: true, Now: h.now(), Person: q.Get("user"), Team: q.Get("team")}
+	if sp, ok := h.store.Spend(); ok {
+		sp = scope.Spend(sp)
+		p.Spend = &sp
+	}
+	f, ok := scope.Narrow(summary.Filter{User: p.Person, Team: p.Team})
+	if !ok {
+		h.render(w, http.StatusOK, "sessions", p)
+		return
+	}
 	live := map[string]bool{}
 	kept := map[string]int{}
-	for _, t := range h.store.Turns("") {
+	for _, t := range h.store.TurnsWhere(f) {
 		kept[t.SessionID]++
 		if t.Running() {
 			live[t.SessionID] = true
 		}
 	}
-	p := page{Title: "sessions", Poll: true, Now: h.now()}
-	for _, s := range h.store.Sessions() {
+	for _, s := range h.store.SessionsWhere(f) {
 		if s.Requests == 0 && kept[s.ID] == 0 {
 			continue
 		}
@@ -159,12 +174,14 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		id = ""
 	}
 	s, ok := h.store.Session(id)
-	if !ok {
+	scope := summary.ScopeFrom(r.Context())
+	if !ok || !scope.Allows(s.User, s.Team) {
 		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: fmt.Sprintf("No session %q: it was never seen, or cctrace restarted since.", id)})
 		return
 	}
 	p := page{Title: "session " + summary.ShortID(id), Poll: true, Now: h.now(), Session: &s, TraceUI: h.traceUI.Name()}
-	for _, t := range h.store.Turns(id) {
+	f, _ := scope.Narrow(summary.Filter{Session: id})
+	for _, t := range h.store.TurnsWhere(f) {
 		p.Turns = append(p.Turns, h.turnRow(t))
 		p.Live = p.Live || t.Running()
 	}
@@ -173,7 +190,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	t, ok := h.store.Turn(r.PathValue("trace"))
-	if !ok {
+	if !ok || !summary.ScopeFrom(r.Context()).Allows(t.User, t.Team) {
 		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No such turn: it is not among the turns cctrace keeps in memory."})
 		return
 	}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/access"
+	"github.com/cctrace/cctrace/internal/budget"
+	"github.com/cctrace/cctrace/internal/configfile"
+	"github.com/cctrace/cctrace/internal/identity"
+	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/metrics"
+)
+
+// envIdentitySecret holds the fingerprint secret itself, for deployments that pass secrets in
+// the environment; --identity-secret-file wins over it.
+const envIdentitySecret = "CCTRACE_IDENTITY_SECRET"
+
+// teams is what a shared cctrace adds between the proxy and the sinks: who sent each request,
+// what people and teams spent against their budgets, and who may look at the metrics listener.
+type teams struct {
+	opts         teamOptions
+	log          *slog.Logger
+	fingerprints *identity.Fingerprinter
+	resolver     *identity.Resolver
+	directory    *configfile.Watched[*identity.Directory] // nil without --directory
+	budgets      *configfile.Watched[*budget.Budgets]     // nil without --budgets
+	access       *configfile.Watched[*access.File]        // nil without --access-file
+	ledger       *budget.Ledger
+	enforcer     *budget.Enforcer        // nil unless --enforce-budgets
+	spendSource  *budget.PrometheusSpend // nil without --budget-spend-prometheus
+	metricsToken []byte                  // sha256 of --metrics-token-file's token; nil: none
+	// notes are logged once cctrace listens (logStart): a failure to start says so first.
+	notes []func()
+}
+
+// newTeams loads the files of o (a file refused at start is an error: cctrace does not run with
+// nobody known, no budget or no access list in force) and builds what uses them.
+func newTeams(o teamOptions, m *metrics.Metrics, log *slog.Logger) (*teams, error) {
+	t := &teams{opts: o, log: log, ledger: budget.NewLedger(nil)}
+	secret, err := t.fingerprintSecret()
+	if err != nil {
+		return nil, err
+	}
+	if t.fingerprints, err = identity.NewFingerprinter(secret); err != nil {
+		return nil, err
+	}
+	watch := []configfile.Option{configfile.WithLogger(log), configfile.WithReport(m.ConfigLoaded)}
+	if o.directory != "" {
+		if t.directory, err = configfile.Load(o.directory, "directory", identity.ParseDirectory, watch...); err != nil {
+			return nil, fmt.Errorf("loading --directory: %w", err)
+		}
+	}
+	if o.budgets != "" {
+		if t.budgets, err = configfile.Load(o.budgets, "budgets", budget.Parse, watch...); err != nil {
+			return nil, fmt.Errorf("loading --budgets: %w", err)
+		}
+	}
+	if o.accessFile != "" {
+		if t.access, err = configfile.Load(o.accessFile, "access", access.Parse, watch...); err != nil {
+			return nil, fmt.Errorf("loading --access-file: %w", err)
+		}
+	}
+	if o.metricsTokenFile != "" {
+		b, err := os.ReadFile(o.metricsTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --metrics-token-file: %w", err)
+		}
+		t.metricsToken = access.TokenSHA256(string(b))
+	}
+	if o.spendPrometheus != "" {
+		if t.spendSource, err = budget.NewPrometheusSpend(o.spendPrometheus); err != nil {
+			return nil, fmt.Errorf("invalid --budget-spend-prometheus: %w", err)
+		}
+	}
+	order, err := identity.ParseOrder(o.identityOrder)
+	if err != nil {
+		return nil, err
+	}
+	t.resolver = identity.NewResolver(order, t.currentDirectory)
+	if o.enforceBudgets {
+		t.enforcer = budget.NewEnforcer(t.currentBudgets, t.ledger, t.resolver.ResolveFast, m.BudgetRefused)
+		t.notes = append(t.notes, func() {
+			log.Warn("budgets are enforced: a person whose budget (or whose team's) is spent gets an error instead of a new turn",
+				"budgets", o.budgets)
+		})
+	}
+	return t, nil
+}
+
+// fingerprintSecret returns the secret credential fingerprints are keyed with: --identity-secret-
+// file, else CCTRACE_IDENTITY_SECRET, else the one kept in the state directory (made there the
+// first time). Without a usable state directory it makes one for this run only, and says that
+// fingerprints will differ after a restart.
+func (t *teams) fingerprintSecret() ([]byte, error) {
+	o, log := t.opts, t.log
+	if o.identitySecretFile != "" {
+		return identity.LoadSecret(o.identitySecretFile)
+	}
+	if v := os.Getenv(envIdentitySecret); v != "" {
+		if len(v) < identity.MinSecretBytes {
+			return nil, fmt.Errorf("%s: %d bytes, want at least %d", envIdentitySecret, len(v), identity.MinSecretBytes)
+		}
+		return []byte(v), nil
+	}
+	if o.stateDir != "" {
+		secret, created, err := identity.StateSecret(o.stateDir)
+		if err == nil {
+			if created {
+				t.notes = append(t.notes, func() {
+					log.Info("generated the secret credential fingerprints are keyed with; keep it to keep fingerprints across restarts",
+						"file", filepath.Join(o.stateDir, identity.SecretFileName))
+				})
+			}
+			return secret, nil
+		}
+		t.notes = append(t.notes, func() {
+			log.Warn("cannot keep a fingerprint secret in the state directory", "dir", o.stateDir, "error", err)
+		})
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, fmt.Errorf("generating a fingerprint secret: %w", err)
+	}
+	t.notes = append(t.notes, func() {
+		log.Warn("credential fingerprints are keyed with a secret for this run only: they change when cctrace restarts; give --identity-secret-file or a writable --state-dir")
+	})
+	return []byte(hex.EncodeToString(raw[:])), nil
+}
+
+// logStart logs what starting found worth saying, once cctrace listens.
+func (t *teams) logStart() {
+	for _, note := range t.notes {
+		note()
+	}
+	t.notes = nil
+}
+
+func (t *teams) currentDirectory() *identity.Directory {
+	if t.directory == nil {
+		return nil
+	}
+	return t.directory.Current()
+}
+
+func (t *teams) currentBudgets() *budget.Budgets {
+	if t.budgets == nil {
+		return nil
+	}
+	return t.budgets.Current()
+}
+
+func (t *teams) currentAccess() *access.File {
+	if t.access == nil {
+		return nil
+	}
+	return t.access.Current()
+}
+
+// identify reads who sent a request from its headers, on the forwarding path: the identity
+// header, bounded and cleaned, and the credential's fingerprint. The credential goes no further.
+func (t *teams) identify(h http.Header) wire.Identity {
+	var id wire.Identity
+	if t.opts.identityHeader != "" {
+		if v := h.Get(t.opts.identityHeader); v != "" {
+			id.Header = identity.CleanValue(v)
+		}
+	}
+	id.Credential = t.fingerprints.Credential(h)
+	return id
+}
+
+// resolve attributes a decoded request to a person and team, before the tracker sees it.
+func (t *teams) resolve(req *wire.Request) {
+	account := ""
+	if req.Body != nil {
+		account = req.Body.AccountUUID
+	}
+	t.resolver.Resolve(&req.Identity, account)
+	if t.enforcer != nil {
+		t.enforcer.Learn(req.Identity)
+	}
+}
+
+// spend is what people and teams spent, with their budgets, for the turns page and /api/turns.
+func (t *teams) spend() summary.Spend {
+	b := t.currentBudgets()
+	return summary.Spend{People: t.ledger.Totals(budget.ScopePerson, b), Teams: t.ledger.Totals(budget.ScopeTeam, b)}
+}
+
+// proxyOptions are the proxy's options for identities and enforcement.
+func (t *teams) proxyOptions() []proxy.Option {
+	opts := []proxy.Option{proxy.WithIdentity(t.identify)}
+	if t.enforcer != nil {
+		opts = append(opts, proxy.WithGate(t.enforcer))
+	}
+	return opts
+}
+
+// guard puts access control in front of the metrics listener's handler, when it is on.
+func (t *teams) guard(h http.Handler) http.Handler {
+	if !t.opts.accessControl() {
+		return h
+	}
+	return access.NewGuard(h, t.currentAccess, access.Trusted{
+		UserHeader: t.opts.trustedUserHeader,
+		TeamHeader: t.opts.trustedTeamHeader,
+		RoleHeader: t.opts.trustedRoleHeader,
+	}, t.metricsToken)
+}
+
+// run rereads the files that changed until ctx is done.
+func (t *teams) run(ctx context.Context, wg *sync.WaitGroup) {
+	runs := []func(context.Context){watcher(t.directory), watcher(t.budgets), watcher(t.access)}
+	if t.spendSource != nil {
+		runs = append(runs, func(ctx context.Context) {
+			budget.RunSeeding(ctx, t.spendSource, t.ledger, budget.DefaultSeedInterval, t.log)
+		})
+	}
+	for _, run := range runs {
+		if run == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); run(ctx) }()
+	}
+}
+
+// watcher returns w's Run, nil for no file.
+func watcher[T any](w *configfile.Watched[T]) func(context.Context) {
+	if w == nil {
+		return nil
+	}
+	return w.Run
+}

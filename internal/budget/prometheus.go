@@ -1,0 +1,128 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultSeedInterval is how often RunSeeding asks Prometheus unless told otherwise: a scrape or
+// two, so that what another replica spent is known here within a minute.
+const DefaultSeedInterval = 30 * time.Second
+
+// PrometheusSpend reads what people and teams spent from a Prometheus that scrapes every
+// replica: the same increase() of cctrace_cost_usd_total the alerts compare. A Ledger seeded
+// with it (Ledger.Seed) enforces the sum over replicas rather than what one replica saw; what
+// this replica spent since Prometheus last scraped it still counts, as the larger of the two.
+// The zero value is not usable; call NewPrometheusSpend.
+type PrometheusSpend struct {
+	base   *url.URL
+	client *http.Client
+}
+
+// NewPrometheusSpend returns a source querying the Prometheus HTTP API at base
+// (http://prometheus:9090).
+func NewPrometheusSpend(base string) (*PrometheusSpend, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("prometheus URL %q: want http(s)://host:port", base)
+	}
+	return &PrometheusSpend{base: u, client: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+// Seed queries the spend of every person and team over both windows and seeds l with it,
+// replacing what was seeded before (someone no longer in the answer spent nothing there).
+func (p *PrometheusSpend) Seed(ctx context.Context, l *Ledger) error {
+	seeds := map[seedKey]float64{}
+	for _, q := range []struct{ scope, label string }{{ScopePerson, "user"}, {ScopeTeam, "team"}} {
+		for _, w := range []struct{ window, rng string }{{Daily, "24h"}, {Monthly, "30d"}} {
+			expr := fmt.Sprintf("sum by (%s) (increase(cctrace_cost_usd_total[%s]))", q.label, w.rng)
+			got, err := p.query(ctx, expr, q.label)
+			if err != nil {
+				return err
+			}
+			for name, usd := range got {
+				seeds[seedKey{q.scope, name, w.window}] = usd
+			}
+		}
+	}
+	l.mu.Lock()
+	l.seeds = seeds
+	l.mu.Unlock()
+	return nil
+}
+
+// query runs an instant query and returns the value of each series by its label.
+func (p *PrometheusSpend) query(ctx context.Context, expr, label string) (map[string]float64, error) {
+	u := p.base.JoinPath("/api/v1/query")
+	u.RawQuery = url.Values{"query": {expr}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("querying prometheus: %w", err)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("querying prometheus: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading prometheus' answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("querying prometheus: status %d: %.200s", resp.StatusCode, body)
+	}
+	var answer struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Status != "success" {
+		return nil, fmt.Errorf("prometheus' answer to %s: %.200s", expr, body)
+	}
+	out := make(map[string]float64, len(answer.Data.Result))
+	for _, r := range answer.Data.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || r.Metric[label] == "" {
+			continue
+		}
+		out[r.Metric[label]] = v
+	}
+	return out, nil
+}
+
+// RunSeeding seeds l from p every interval until ctx is done. A failed query is logged when it
+// starts failing and when it recovers, not every time; the seeds of the last answer stay.
+func RunSeeding(ctx context.Context, p *PrometheusSpend, l *Ledger, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		err := p.Seed(ctx, l)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			log.Warn("cannot read spend from Prometheus: budgets are enforced on this replica's own count", "error", err)
+			failing = true
+		case err == nil && failing:
+			log.Info("reading spend from Prometheus again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

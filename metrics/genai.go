@@ -1,0 +1,120 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
+)
+
+// The GenAI client metrics of the OpenTelemetry semantic conventions, as the OpenTelemetry
+// Prometheus exporter names them (unit suffixes added, dots as underscores; "{token}" is an
+// annotation, not a unit, and adds none). Dashboards built for other GenAI gateways query these.
+const (
+	NameGenAITokenUsage        = "gen_ai_client_token_usage"
+	NameGenAIOperationDuration = "gen_ai_client_operation_duration_seconds"
+)
+
+// Bucket boundaries the semantic conventions advise for the two GenAI client histograms.
+var (
+	genAITokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	genAIDurationBuckets = durationBuckets
+)
+
+// genAI records gen_ai.client.token.usage and gen_ai.client.operation.duration through the
+// OpenTelemetry metrics SDK, exported on the same Prometheus registry as the cctrace_* metrics:
+// the SDK and its exporter, not this package, own the names and conversions of the conventions.
+type genAI struct {
+	tokens   genaiconv.ClientTokenUsage
+	duration genaiconv.ClientOperationDuration
+
+	mu    sync.Mutex
+	attrs map[genAIKey]attribute.Set // built once per model, token type and error
+}
+
+// genAIKey picks one attribute set: the model label (already capped), a token type or "", and
+// an error type or "".
+type genAIKey struct{ model, tokenType, errorType string }
+
+func newGenAI(reg prometheus.Registerer) (*genAI, error) {
+	exporter, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		// cctrace is the only producer on this registry: a target_info series and otel_scope_*
+		// labels on every series would say nothing the scrape job does not.
+		otelprom.WithoutTargetInfo(),
+		otelprom.WithoutScopeInfo(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("registering the GenAI client metrics: %w", err)
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	meter := provider.Meter("github.com/cctrace/cctrace/metrics")
+	g := &genAI{attrs: make(map[genAIKey]attribute.Set)}
+	if g.tokens, err = genaiconv.NewClientTokenUsage(meter, metric.WithExplicitBucketBoundaries(genAITokenBuckets...)); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", g.tokens.Name(), err)
+	}
+	if g.duration, err = genaiconv.NewClientOperationDuration(meter, metric.WithExplicitBucketBoundaries(genAIDurationBuckets...)); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", g.duration.Name(), err)
+	}
+	return g, nil
+}
+
+// request records one ended API request attempt: its duration, and, when it was answered, its
+// input tokens (all of them, cache reads and writes included, as gen_ai.usage.input_tokens
+// counts them) and output tokens. Requests that are not Messages API calls are left out.
+func (g *genAI) request(model string, s *instrument.Span, msg *wire.MessageInfo) {
+	c := s.Chat
+	if c.Request.Endpoint != wire.EndpointMessages || s.End.IsZero() || s.End.Before(s.Start) {
+		return
+	}
+	ctx := context.Background()
+	errType := ""
+	if s.Status == instrument.StatusError {
+		errType = s.ErrorType
+		if errType == "" {
+			errType = "_OTHER"
+		}
+	}
+	g.duration.RecordSet(ctx, s.End.Sub(s.Start).Seconds(), g.attributes(genAIKey{model: model, errorType: errType}))
+	if msg == nil {
+		return
+	}
+	g.tokens.RecordSet(ctx, int64(msg.Usage.TotalInput()), g.attributes(genAIKey{model: model, tokenType: string(genaiconv.TokenTypeInput)}))
+	g.tokens.RecordSet(ctx, int64(msg.Usage.OutputTokens), g.attributes(genAIKey{model: model, tokenType: string(genaiconv.TokenTypeOutput)}))
+}
+
+// attributes returns the attribute set of k, built the first time it is asked for: the label
+// caps bound how many there are.
+func (g *genAI) attributes(k genAIKey) attribute.Set {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o, ok := g.attrs[k]; ok {
+		return o
+	}
+	kv := []attribute.KeyValue{
+		semconv.GenAIOperationNameChat,
+		semconv.GenAIProviderNameAnthropic,
+		semconv.GenAIRequestModel(k.model),
+	}
+	if k.tokenType != "" {
+		kv = append(kv, semconv.GenAITokenTypeKey.String(k.tokenType))
+	}
+	if k.errorType != "" {
+		kv = append(kv, semconv.ErrorTypeKey.String(k.errorType))
+	}
+	set := attribute.NewSet(kv...)
+	g.attrs[k] = set
+	return set
+}
