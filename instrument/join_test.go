@@ -144,23 +144,3 @@ invoke_agent claude-code [turn=3 outcome=end_turn req=1 tools=0 in=1 out=1 link=
   chat claude-sonnet-4-6 [kind=turn stop=end_turn link=0002/0005]
 `)
 }
-
-// TestClientTracesForgetOldest checks the bound on the client traces the tracker remembers.
-func TestClientTracesForgetOldest(t *testing.T) {
-	tr := New(Sinks(nil), WithJoinClientTrace())
-	id := func(i int) TraceID { return TraceID{byte(i >> 8), byte(i), 1} }
-	for i := range maxClientTraces + 10 {
-		if !tr.claimClientTrace(id(i)) {
-			t.Fatalf("trace %d refused the first time", i)
-		}
-	}
-	if tr.claimClientTrace(id(maxClientTraces + 5)) {
-		t.Error("a trace claimed twice")
-	}
-	if !tr.claimClientTrace(id(3)) {
-		t.Error("an old trace is still remembered past the bound")
-	}
-	if n := len(tr.joined.ids); n != maxClientTraces {
-		t.Errorf("%d traces remembered, want %d", n, maxClientTraces)
-	}
-}

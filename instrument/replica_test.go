@@ -122,3 +122,48 @@ func TestColdReplicaPicksUpTheCurrentTurn(t *testing.T) {
 		t.Errorf("a cold start at the session's last prompt:\n%s", got)
 	}
 }
+
+// TestTurnsOpenedAtOneMessageHaveTraceIDsOfTheirOwn: after a rewind the user can prompt again at
+// a message where an earlier turn opened, with the same words, so the turns' deterministic trace
+// ids would be one; the second gets an id of its own. A part of a turn that a replica handed off
+// and that comes back to it goes on in the turn's trace.
+func TestTurnsOpenedAtOneMessageHaveTraceIDsOfTheirOwn(t *testing.T) {
+	c := newConvo(t)
+	for range 3 {
+		id := c.send(user("hello"))
+		c.reply(id, "end_turn", usage(1, 1, 0, 0))
+		c.tick(time.Minute)
+	}
+	c.tr.Close(c.now)
+	seen := map[TraceID]bool{}
+	for _, s := range c.rec.spans {
+		if s.Kind == KindTurn {
+			if seen[s.TraceID] {
+				t.Fatalf("two turns in trace %s:\n%s", s.TraceID, c.rec.traces())
+			}
+			seen[s.TraceID] = true
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("%d turns, want 3:\n%s", len(seen), c.rec.traces())
+	}
+
+	c = newConvo(t, WithReplica())
+	p := user("Fix the tests")
+	id := c.send(p)
+	c.reply(id, "tool_use", usage(10, 1, 0, 0), tool("toolu_1", "Bash"))
+	c.tick(31 * time.Minute)
+	c.tr.Tick(c.now)
+	id = c.send(p, assistant("toolu_1"), results("toolu_1"))
+	c.reply(id, "end_turn", usage(10, 1, 0, 0))
+	c.tr.Close(c.now)
+	var roots []*Span
+	for _, s := range c.rec.spans {
+		if s.Kind == KindTurn {
+			roots = append(roots, s)
+		}
+	}
+	if len(roots) != 2 || roots[0].Turn.Outcome != OutcomeHandedOff || roots[0].TraceID != roots[1].TraceID {
+		t.Fatalf("want a handed-off part and its return in one trace:\n%s", c.rec.traces())
+	}
+}

@@ -44,7 +44,7 @@ type Tracker struct {
 	open     map[uint64]*exchange
 	reported int // last session count reported to the sink
 	names    spanNames
-	joined   clientTraces // the client's traces that a turn went into (WithJoinClientTrace)
+	traces   traceSet // the trace ids turns went into
 }
 
 // New returns a tracker that hands its spans to sink.

@@ -231,7 +231,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		Link:      ex.span.Link,
 		Turn:      &tr.totals,
 	}
-	if l := ex.span.Link; t.cfg.joinClient && l != nil && t.claimClientTrace(l.TraceID) {
+	if l := ex.span.Link; t.cfg.joinClient && l != nil && t.traces.claim(l.TraceID) {
 		// The turn goes into the client's trace, under the span that sent its first request.
 		tr.root.TraceID, tr.root.Parent, tr.root.ClientParent, tr.root.Link = l.TraceID, l.SpanID, true, nil
 	} else {
@@ -269,23 +269,34 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // them, so a cctrace that picks a session up mid-turn (another replica, or this one after a
 // restart) puts its part of the turn in the same trace. Without them (a body not decoded, no
 // message that opens a turn) the id is random.
+//
+// Two turns of one session can open at the same message: the user rewinds the conversation and
+// prompts again, or sends a prompt again that Claude Code put back after an interruption before
+// any answer. The second one seen here hashes in how many came before it, so no trace holds two
+// turns (of the last maxTurnTraces); another replica that picks such a turn up mid-way cannot
+// tell, and joins the first.
 func (t *Tracker) turnTraceID(sess *session, body *wire.Body) TraceID {
 	if body == nil || body.TurnOpener < 0 {
 		return t.traceID()
 	}
-	h := sha256.New()
-	var n [8]byte
-	_, _ = h.Write([]byte(sess.id))
-	putUint64(n[:], body.FirstHumanTextHash)
-	_, _ = h.Write(n[:])
-	putUint64(n[:], uint64(body.TurnOpener))
-	_, _ = h.Write(n[:])
-	var id TraceID
-	copy(id[:], h.Sum(nil))
-	if !id.IsValid() {
-		return t.traceID()
+	for again := uint64(0); ; again++ {
+		h := sha256.New()
+		var n [8]byte
+		_, _ = h.Write([]byte(sess.id))
+		putUint64(n[:], body.FirstHumanTextHash)
+		_, _ = h.Write(n[:])
+		putUint64(n[:], uint64(body.TurnOpener))
+		_, _ = h.Write(n[:])
+		if again > 0 {
+			putUint64(n[:], again)
+			_, _ = h.Write(n[:])
+		}
+		var id TraceID
+		copy(id[:], h.Sum(nil))
+		if id.IsValid() && t.traces.claim(id) {
+			return id
+		}
 	}
-	return id
 }
 
 // endTurn ends the open turn of sess at end with outcome; tools still waiting for results end
@@ -301,6 +312,10 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopRea
 	}
 	sess.turn = nil
 	tr.ended = true
+	if outcome == OutcomeHandedOff {
+		// The rest of the turn went to another replica; it may come back here.
+		t.traces.release(tr.span.TraceID)
+	}
 	toolOutcome := toolOutcomeOf(outcome)
 	for _, id := range sortedToolIDs(sess.tools) {
 		tool := sess.tools[id]
