@@ -56,8 +56,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
+		setMemoryLimit()
 		return serve(args[1:], stderr)
 	case "run":
+		setMemoryLimit()
 		return run(args[1:], stderr)
 	case "statusline":
 		return statusline(args[1:], statusStdin(), stdout, stderr)
