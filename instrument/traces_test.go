@@ -25,3 +25,16 @@ func TestTraceSetForgetsOldest(t *testing.T) {
 		t.Error("a released trace refused")
 	}
 }
+
+// TestTraceSetCountsAgain: again numbers the turns that would have gone into a trace id already
+// taken, so a trace id for each is one hash away, however many came before.
+func TestTraceSetCountsAgain(t *testing.T) {
+	var s traceSet
+	id := TraceID{1}
+	s.claim(id)
+	for want := uint64(1); want <= 3; want++ {
+		if got := s.again(id); got != want {
+			t.Fatalf("again = %d, want %d", got, want)
+		}
+	}
+}

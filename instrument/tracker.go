@@ -45,6 +45,7 @@ type Tracker struct {
 	reported int // last session count reported to the sink
 	names    spanNames
 	traces   traceSet // the trace ids turns went into
+	hashBuf  []byte   // turnTraceID's scratch
 }
 
 // New returns a tracker that hands its spans to sink.

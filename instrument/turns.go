@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"strings"
 	"time"
 
@@ -274,29 +275,29 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // prompts again, or sends a prompt again that Claude Code put back after an interruption before
 // any answer. The second one seen here hashes in how many came before it, so no trace holds two
 // turns (of the last maxTurnTraces); another replica that picks such a turn up mid-way cannot
-// tell, and joins the first.
+// tell, and joins the first. (And a part of such a turn that was handed off and comes back
+// here starts a trace of its own.)
 func (t *Tracker) turnTraceID(sess *session, body *wire.Body) TraceID {
 	if body == nil || body.TurnOpener < 0 {
 		return t.traceID()
 	}
-	for again := uint64(0); ; again++ {
-		h := sha256.New()
-		var n [8]byte
-		_, _ = h.Write([]byte(sess.id))
-		putUint64(n[:], body.FirstHumanTextHash)
-		_, _ = h.Write(n[:])
-		putUint64(n[:], uint64(body.TurnOpener))
-		_, _ = h.Write(n[:])
-		if again > 0 {
-			putUint64(n[:], again)
-			_, _ = h.Write(n[:])
-		}
-		var id TraceID
-		copy(id[:], h.Sum(nil))
-		if id.IsValid() && t.traces.claim(id) {
-			return id
-		}
+	b := append(t.hashBuf[:0], sess.id...)
+	b = binary.BigEndian.AppendUint64(b, body.FirstHumanTextHash)
+	b = binary.BigEndian.AppendUint64(b, uint64(body.TurnOpener))
+	var id TraceID
+	sum := sha256.Sum256(b)
+	copy(id[:], sum[:])
+	if !t.traces.claim(id) {
+		b = binary.BigEndian.AppendUint64(append(b[:0], id[:]...), t.traces.again(id))
+		sum = sha256.Sum256(b)
+		copy(id[:], sum[:])
+		t.traces.claim(id)
 	}
+	t.hashBuf = b[:0]
+	if !id.IsValid() {
+		return t.traceID()
+	}
+	return id
 }
 
 // endTurn ends the open turn of sess at end with outcome; tools still waiting for results end
