@@ -23,7 +23,8 @@ type replicaConfig struct {
 	duration time.Duration
 }
 
-// guard is BENCHMARKS.md's bound on time to first byte at p99 against the bare proxy.
+// guard is the replica benchmark's bound on time to first byte at p99 against the same nginx in
+// front of as many bare proxies (BENCHMARKS.md, "Replicas").
 const guard = 1.05
 
 // runReplicas runs the replica benchmark: for each replica count, the team gateway as deploy/
