@@ -28,7 +28,13 @@ go build -o "$bin/cctrace" ./cmd/cctrace
 go build -o "$bin/cctrace-bench" ./cmd/cctrace-bench
 go build -o "$bin/bareproxy" ./internal/bench/bareproxy
 
-jaeger=${CCTRACE_JAEGER_BIN:-$HOME/.cache/cctrace/jaeger-v1.76.0/jaeger}
+# Jaeger where scripts/tools.sh put it: its cache (CCTRACE_CACHE), at tools/jaeger's version.
+# shellcheck source=scripts/tools.sh
+source scripts/tools.sh
+jaeger=${CCTRACE_JAEGER_BIN:-}
+if ! tools_executable "$jaeger"; then
+	jaeger="$CCTRACE_CACHE/jaeger-$(jaeger_version 2>/dev/null || echo unknown)/jaeger"
+fi
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
 short=0 replicas=0

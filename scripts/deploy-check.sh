@@ -17,14 +17,18 @@
 #
 # Usage: scripts/deploy-check.sh [static|live|all]   (default: all)
 #
-# Builds are cached in ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/<tool>-<version>/. The collector,
+# Builds are cached in scripts/tools.sh's cache, $CCTRACE_CACHE (default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace), in <tool>-<version>/. The collector,
 # helm, Jaeger, Prometheus, promtool, Alertmanager and amtool come from scripts/tools.sh
 # (CCTRACE_*_BIN may point at them).
 # Outside CI a component that cannot be had is skipped with a notice; under CI=true it fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/cctrace
+# scripts/tools.sh's functions and its cache directory (CCTRACE_CACHE), shared with every check.
+# shellcheck source=scripts/tools.sh
+source "$ROOT/scripts/tools.sh"
+CACHE=$CCTRACE_CACHE
 MODE=${1:-all}
 IN_CI=false
 [ "${CI:-}" = true ] && IN_CI=true
@@ -69,18 +73,6 @@ missing() {
 
 COMPOSE_VERSION=$(cd "$ROOT/tools/compose" && go list -m -f '{{.Version}}' github.com/docker/compose/v5)
 
-# locked NAME CMD...: runs CMD holding a per-tool lock, so parallel runs do not build one tool
-# into one place at once.
-locked() {
-	local name=$1
-	shift
-	mkdir -p "$CACHE"
-	(
-		flock 9
-		"$@"
-	) 9>"$CACHE/.lock-$name"
-}
-
 build_compose() {
 	local dir=$1
 	[ -x "$dir/docker-compose" ] && return 0
@@ -102,15 +94,13 @@ AMTOOL_BIN=${CCTRACE_AMTOOL_BIN:-}
 
 install_compose() {
 	local dir="$CACHE/compose-$COMPOSE_VERSION"
-	locked "compose-$COMPOSE_VERSION" build_compose "$dir" || return 1
+	tools_locked "compose-$COMPOSE_VERSION" build_compose "$dir" || return 1
 	COMPOSE_BIN="$dir/docker-compose"
 }
 
 # install_shared_tools takes the collector, helm, Jaeger, Prometheus and Alertmanager from
 # scripts/tools.sh, the one place that pins and installs them for every check of the repo.
 install_shared_tools() {
-	# shellcheck source=scripts/tools.sh
-	source "$ROOT/scripts/tools.sh"
 	local rc=0
 	tools_timed "prometheus+alertmanager+nginx (apt)" install_prometheus || rc=1
 	tools_timed "jaeger" install_jaeger || rc=1

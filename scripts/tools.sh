@@ -279,27 +279,66 @@ install_helm() {
 
 # --- all --------------------------------------------------------------------------------------
 
+# tools_builds_pid and tools_builds_log are install_tools' background builds while they run;
+# tools_saved_traps the caller's traps, put back when they end.
+tools_builds_pid='' tools_builds_log='' tools_saved_traps=''
+
+# tools_stop_builds kills the background builds' process group and waits for it, so that an
+# interrupted install leaves no go build running, nor holding a lock in the cache.
+tools_stop_builds() {
+	[ -n "$tools_builds_pid" ] || return 0
+	kill -TERM -- "-$tools_builds_pid" 2>/dev/null || true
+	wait "$tools_builds_pid" 2>/dev/null || true
+	tools_builds_pid=''
+	rm -f "$tools_builds_log"
+}
+
+# tools_end_builds_traps puts the caller's INT, TERM and EXIT traps back.
+tools_end_builds_traps() {
+	trap - INT TERM EXIT
+	eval "$tools_saved_traps"
+}
+
+# tools_interrupted CODE: the install was interrupted; stop the builds and exit with CODE
+# (through the caller's own EXIT trap, if it has one).
+tools_interrupted() {
+	tools_log "interrupted: stopping the builds"
+	tools_stop_builds
+	tools_end_builds_traps
+	exit "$1"
+}
+
 # install_tools installs everything, building Jaeger, the collector and helm in the background
 # meanwhile (one after another: each build alone keeps both cores busy), and exports the
 # CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
 install_tools() {
-	local failed=0 builds_log builds_pid
-	builds_log=$(mktemp)
-	# The builds run in a subshell; they report their paths through the cache, read below.
+	local failed=0
+	tools_builds_log=$(mktemp)
+	tools_saved_traps=$(trap -p INT TERM EXIT)
+	# The builds run in a subshell; they report their paths through the cache, read below. Job
+	# control gives the subshell a process group of its own (a background job would otherwise
+	# ignore SIGINT and outlive an interrupted install), which the traps kill whole.
+	set -m
 	(
 		rc=0
 		tools_timed "jaeger" install_jaeger || rc=1
 		tools_timed "otelcol (ocb)" install_otelcol || rc=1
 		tools_timed "helm" install_helm || rc=1
 		exit $rc
-	) >"$builds_log" 2>&1 &
-	builds_pid=$!
+	) </dev/null >"$tools_builds_log" 2>&1 &
+	tools_builds_pid=$!
+	set +m
+	trap 'tools_interrupted 130' INT
+	trap 'tools_interrupted 143' TERM
+	trap 'tools_stop_builds' EXIT
 	tools_timed "prometheus+alertmanager+nginx (apt)" install_prometheus || failed=1
 	tools_timed "claude code (npm)" install_claude || failed=1
 	tools_timed "staticcheck" install_staticcheck || failed=1
-	wait "$builds_pid" || failed=1
-	cat "$builds_log" >&2
-	rm -f "$builds_log"
+	wait "$tools_builds_pid" || failed=1
+	tools_builds_pid=''
+	tools_end_builds_traps
+	cat "$tools_builds_log" >&2
+	rm -f "$tools_builds_log"
 	if ! tools_executable "${CCTRACE_JAEGER_BIN:-}"; then
 		local version
 		version=$(jaeger_version) && CCTRACE_JAEGER_BIN="$CCTRACE_CACHE/jaeger-$version/jaeger"

@@ -49,6 +49,8 @@ func newObject(apiVersion, kind string) any {
 	switch apiVersion + " " + kind {
 	case "v1 ConfigMap":
 		return &corev1.ConfigMap{}
+	case "v1 Secret":
+		return &corev1.Secret{}
 	case "v1 Service":
 		return &corev1.Service{}
 	case "v1 ServiceAccount":
@@ -182,7 +184,9 @@ func TestChartRendersValidObjects(t *testing.T) {
 			for _, sm := range find[*monitoringv1.ServiceMonitor](r) {
 				if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" {
 					t.Errorf("ServiceMonitor %s: endpoints %+v, want the metrics port", sm.Name, sm.Spec.Endpoints)
+					continue
 				}
+				checkJobRelabeled(t, sm)
 			}
 			checkCollectorConfigs(t, r)
 		})
@@ -239,7 +243,7 @@ func checkProxyPod(t *testing.T, d *appsv1.Deployment) {
 		mounts[m.MountPath] = true
 	}
 	for _, a := range c.Args {
-		for _, flag := range []string{"--pricing=", "--tls-cert=", "--tls-key="} {
+		for _, flag := range []string{"--pricing=", "--tls-cert=", "--tls-key=", "--identity-secret-file=", "--directory=", "--budgets=", "--access-file="} {
 			if v, ok := strings.CutPrefix(a, flag); ok && !mounts[filepath.Dir(v)] {
 				t.Errorf("%s%s: nothing is mounted at %s", flag, v, filepath.Dir(v))
 			}

@@ -25,7 +25,7 @@ exporters:
         timeout: 5s
     resolver:
       dns:
-        hostname: {{ $fullname }}-collector-sampler.{{ .Release.Namespace }}.svc.cluster.local
+        hostname: {{ $fullname }}-collector-sampler.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
         port: "4317"
 service:
   extensions: [health_check]

@@ -53,3 +53,15 @@ app.kubernetes.io/name: {{ .root.Chart.Name }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: collector-{{ .tier }}
 {{- end -}}
+
+{{- define "cctrace.identitySecret" -}}
+{{- default (printf "%s-identity" (include "cctrace.fullname" .)) .Values.identity.existingSecret -}}
+{{- end -}}
+
+{{- define "cctrace.directoryConfigMap" -}}
+{{- default (printf "%s-directory" (include "cctrace.fullname" .)) .Values.directory.existingConfigMap -}}
+{{- end -}}
+
+{{- define "cctrace.budgetsConfigMap" -}}
+{{- default (printf "%s-budgets" (include "cctrace.fullname" .)) .Values.budgets.existingConfigMap -}}
+{{- end -}}
