@@ -85,6 +85,9 @@ func TestIdentityAndGate(t *testing.T) {
 			if tt.forwarded && lastBody.Load() != tt.body {
 				t.Errorf("upstream got %q, want the body unchanged", lastBody.Load())
 			}
+			if retry := res.Header.Get("X-Should-Retry"); tt.forwarded != (retry == "") || (!tt.forwarded && retry != "false") {
+				t.Errorf("x-should-retry %q", retry)
+			}
 			if !tt.forwarded {
 				if e := decodeAPIError(t, body); e.Type != "error" || e.Error.Type != "permission_error" || e.Error.Message != "budget spent" {
 					t.Errorf("refusal %+v", e)
