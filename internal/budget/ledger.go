@@ -110,7 +110,7 @@ func (l *Ledger) Add(user, team string, t time.Time, usd float64) {
 	defer l.mu.Unlock()
 	if user != "" {
 		l.entry(l.people, user).add(t, usd)
-		if len(l.teamOf) < MaxLedgerEntries || l.teamOf[user] != "" {
+		if _, known := l.teamOf[user]; known || len(l.teamOf) < MaxLedgerEntries {
 			l.teamOf[user] = team
 		}
 	}
