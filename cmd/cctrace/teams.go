@@ -199,7 +199,11 @@ func (t *teams) spend() summary.Spend {
 
 // proxyOptions are the proxy's options for identities and enforcement.
 func (t *teams) proxyOptions() []proxy.Option {
-	opts := []proxy.Option{proxy.WithIdentity(t.identify)}
+	var private []string
+	if t.opts.identityHeader != "" {
+		private = append(private, t.opts.identityHeader)
+	}
+	opts := []proxy.Option{proxy.WithIdentity(t.identify, private...)}
 	if t.enforcer != nil {
 		opts = append(opts, proxy.WithGate(t.enforcer))
 	}

@@ -44,6 +44,7 @@ type config struct {
 	route      func(path string) *url.URL // nil: every request to the upstream New was given
 	auth       func(http.RoundTripper) http.RoundTripper
 	identify   func(http.Header) wire.Identity // nil: requests are from nobody known
+	private    []string                        // request headers meant for cctrace alone
 	gate       Gate                            // nil: every request is forwarded
 }
 
@@ -162,9 +163,11 @@ func WithUpstreamAuth(wrap func(http.RoundTripper) http.RoundTripper) Option {
 
 // WithIdentity sets how the proxy tells who sent a request, from its headers, as it arrives:
 // identify may read credentials (to fingerprint them) and must return only what can leave the
-// proxy, never a credential. What it returns is the wire.Request's Identity. Default none.
-func WithIdentity(identify func(http.Header) wire.Identity) Option {
-	return func(c *config) { c.identify = identify }
+// proxy, never a credential. What it returns is the wire.Request's Identity. private names the
+// request headers that tell cctrace who is asking (such as the identity header): they are for
+// cctrace alone and are not forwarded upstream. Default none.
+func WithIdentity(identify func(http.Header) wire.Identity, private ...string) Option {
+	return func(c *config) { c.identify, c.private = identify, private }
 }
 
 // WithGate sets a Gate that may answer a request itself instead of forwarding it. Default none:
