@@ -81,6 +81,13 @@ func TestLedgerWindows(t *testing.T) {
 	if got := l.Spent(ScopePerson, "alice", Daily); got != 10 {
 		t.Errorf("seeded: %v, want the larger, 10", got)
 	}
+	for _, placeholder := range []string{"unknown", "other", "none"} {
+		l.Seed(ScopePerson, placeholder, Daily, 3)
+		l.Seed(ScopeTeam, placeholder, Daily, 3)
+	}
+	if teams := l.Totals(ScopeTeam, nil); len(teams) != 1 || teams[0].Name != "platform" {
+		t.Errorf("team totals %+v, want platform alone: placeholders name no team", teams)
+	}
 	totals := l.Totals(ScopePerson, loadTestBudgets(t))
 	if len(totals) != 2 || totals[0].Name != "alice" || totals[0].Team != "platform" || totals[0].DailyBudget != 5 || totals[1].Name != "bob" {
 		t.Errorf("totals %+v", totals)
