@@ -115,8 +115,9 @@ func WithMaxRequestBody(n int64) Option {
 }
 
 // WithCopyBudget bounds the bytes of request and response body copies (see WithParseLimit) that
-// the proxy makes at once, across all exchanges. A copy counts its body's Content-Length from
-// the moment the body starts to arrive, or, when the length is unknown, the bytes copied so far;
+// the proxy makes at once, across all exchanges. A copy reserves its body's Content-Length,
+// rounded up to the size class of the buffer pool it is copied into, from the moment the body
+// starts to arrive, or, when the length is unknown, counts the bytes copied so far;
 // it stops counting once the Observer has it. A body whose copy does not fit is forwarded in
 // full as always, but not copied: the ParseError of its wire.Request or wire.Response says so,
 // and a warning is logged at most once a minute. A copy is always made when no other is in
