@@ -188,8 +188,9 @@ func (t *teams) resolve(req *wire.Request) {
 	if req.Body != nil {
 		account = req.Body.AccountUUID
 	}
-	t.resolver.Resolve(&req.Identity, account)
-	if t.enforcer != nil {
+	// The forwarding path cannot read the account (it is in the body): what the account decided
+	// is not learned under the header and credential, which may be anyone's (a placeholder).
+	if src := t.resolver.Resolve(&req.Identity, account); t.enforcer != nil && src != identity.SourceAccount {
 		t.enforcer.Learn(req.Identity)
 	}
 }
