@@ -39,6 +39,10 @@ type genAI struct {
 	tokens   genaiconv.ClientTokenUsage
 	duration genaiconv.ClientOperationDuration
 
+	// errorTypes caps error.type, which is whatever the upstream sent, as the other labels from
+	// the upstream are capped.
+	errorTypes *cappedLabel
+
 	mu    sync.Mutex
 	attrs map[genAIKey]attribute.Set // built once per model, token type and error
 }
@@ -61,7 +65,7 @@ func newGenAI(reg prometheus.Registerer) (*genAI, error) {
 	}
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	meter := provider.Meter("github.com/cctrace/cctrace/metrics")
-	g := &genAI{attrs: make(map[genAIKey]attribute.Set)}
+	g := &genAI{attrs: make(map[genAIKey]attribute.Set), errorTypes: newCappedLabel(defaultLabelCap)}
 	if g.tokens, err = genaiconv.NewClientTokenUsage(meter, metric.WithExplicitBucketBoundaries(genAITokenBuckets...)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", g.tokens.Name(), err)
 	}
@@ -82,10 +86,7 @@ func (g *genAI) request(model string, s *instrument.Span, msg *wire.MessageInfo)
 	ctx := context.Background()
 	errType := ""
 	if s.Status == instrument.StatusError {
-		errType = s.ErrorType
-		if errType == "" {
-			errType = "_OTHER"
-		}
+		errType = g.errorTypes.value(s.ErrorType, "_OTHER")
 	}
 	g.duration.RecordSet(ctx, s.End.Sub(s.Start).Seconds(), g.attributes(genAIKey{model: model, errorType: errType}))
 	if msg == nil {
@@ -95,8 +96,8 @@ func (g *genAI) request(model string, s *instrument.Span, msg *wire.MessageInfo)
 	g.tokens.RecordSet(ctx, int64(msg.Usage.OutputTokens), g.attributes(genAIKey{model: model, tokenType: string(genaiconv.TokenTypeOutput)}))
 }
 
-// attributes returns the attribute set of k, built the first time it is asked for: the label
-// caps bound how many there are.
+// attributes returns the attribute set of k, built the first time it is asked for: the caps on
+// the model and error type labels bound how many there are.
 func (g *genAI) attributes(k genAIKey) attribute.Set {
 	g.mu.Lock()
 	defer g.mu.Unlock()

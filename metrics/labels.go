@@ -15,6 +15,12 @@ const (
 	labelNone    = "none"    // the value was reported empty (stop_reason)
 )
 
+// Placeholder reports whether a label value is one of those that stand for more than one input
+// (and so names nobody): readers of the metrics, such as budget seeding, skip them.
+func Placeholder(v string) bool {
+	return v == labelOther || v == labelUnknown || v == labelNone
+}
+
 // maxLabelBytes bounds one label value; longer values are cut at a rune boundary.
 const maxLabelBytes = 128
 

@@ -5,9 +5,11 @@
 //
 // Labels come only from small sets: model (capped, see WithMaxModels), request kind, HTTP status,
 // stop reason, token type, tool name (capped, see WithMaxToolNames), outcome, body (request or
-// response) and the budget it was shed by (copy_budget or decode_queue). Session, turn and
-// request ids never become labels; the trace id of the turn rides on counters and histograms as
-// an exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler, renewed at
+// response) and the budget it was shed by (copy_budget or decode_queue), user and team (capped,
+// see WithMaxUsers and WithMaxTeams), the capped label that overflowed (label), a reread file
+// and the result of loading it (file, result), and a refused budget's scope and window. Session,
+// turn and request ids never become labels; the trace id of the turn rides on counters and
+// histograms as an exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler, renewed at
 // most once a second per series and bucket (WithExemplarInterval).
 //
 // Model label values are the model id as the client requested it (falling back to the id in the

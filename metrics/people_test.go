@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -169,5 +170,27 @@ cctrace_config_reloads_total{file="directory",result="success"} 1
 	}
 	if got := testutil.ToFloat64(m.budgetRefusals.WithLabelValues("team", "monthly")); got != 1 {
 		t.Errorf("refusals = %v", got)
+	}
+}
+
+// TestGenAIErrorTypeCapped checks that error.type, which the upstream chooses, is cleaned and
+// capped, so that neither the series nor the attribute sets kept grow without bound.
+func TestGenAIErrorTypeCapped(t *testing.T) {
+	m, _ := newMetrics(t)
+	for i := range defaultLabelCap + 20 {
+		s := chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 500, status: 500}.span()
+		s.Status, s.ErrorType = instrument.StatusError, fmt.Sprintf("invented_error_%d_%s", i, strings.Repeat("x", 300))
+		feed(m, s)
+	}
+	m.genAI.mu.Lock()
+	n := len(m.genAI.attrs)
+	for k := range m.genAI.attrs {
+		if len(k.errorType) > maxLabelBytes {
+			t.Errorf("error type of %d bytes kept", len(k.errorType))
+		}
+	}
+	m.genAI.mu.Unlock()
+	if n > defaultLabelCap+1 {
+		t.Errorf("%d attribute sets, want at most the cap and other", n)
 	}
 }

@@ -119,7 +119,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		tropts = append(tropts, instrument.WithJoinClientTrace())
 	}
 	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log, a.teams.resolve,
-		append(a.teams.proxyOptions(), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
+		append(a.teams.proxyOptions(!up.ReplacesCredentials()), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
 			proxy.WithProvider(up.Provider()), proxy.WithRoute(up.Route), proxy.WithUpstreamAuth(up.Transport))...)
 	if err != nil {
 		a.closeTracing()

@@ -180,7 +180,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	claude := isClaudeCode(rest[0], path)
 	argv := rest[1:]
-	env := withoutEnv(withoutEnv(os.Environ(), "ANTHROPIC_BASE_URL"), "CCTRACE_URL")
+	env := childEnv(os.Environ())
 	if o.clientTelemetry {
 		if env, err = clientTelemetryEnv(env); err != nil {
 			fmt.Fprintf(stderr, "cctrace run: %v\n", err)
@@ -289,6 +289,16 @@ func redactedURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// childEnv is the environment `cctrace run` gives its command: cctrace's own, less where the
+// command's API requests go (cctrace sets that) and cctrace's secrets, which the command (and
+// whatever its tools run) has no use for.
+func childEnv(env []string) []string {
+	for _, name := range []string{"ANTHROPIC_BASE_URL", "CCTRACE_URL", envIdentitySecret, foundryKeyEnv} {
+		env = withoutEnv(env, name)
+	}
+	return env
 }
 
 func withoutEnv(env []string, name string) []string {

@@ -121,9 +121,9 @@ func TestUsageErrors(t *testing.T) {
 func TestRunSetsTheProvidersEnvironment(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "env")
 	const key = "SECRET-foundry-key-for-run"
-	_, stderr, code := cctrace(t, []string{"CCTRACE_FOUNDRY_API_KEY=" + key},
+	_, stderr, code := cctrace(t, []string{"CCTRACE_FOUNDRY_API_KEY=" + key, "CCTRACE_IDENTITY_SECRET=SECRET-identity-secret-for-run-0123456789"},
 		"run", "--provider", "foundry", "--upstream", "http://127.0.0.1:9", "--",
-		"sh", "-c", `printf '%s %s %s %s' "$CLAUDE_CODE_USE_FOUNDRY" "$ANTHROPIC_FOUNDRY_BASE_URL" "$CLAUDE_CODE_SKIP_FOUNDRY_AUTH" "$ANTHROPIC_BASE_URL" > `+out)
+		"sh", "-c", `printf '%s %s %s %s %s' "$CLAUDE_CODE_USE_FOUNDRY" "$ANTHROPIC_FOUNDRY_BASE_URL" "$CLAUDE_CODE_SKIP_FOUNDRY_AUTH" "$ANTHROPIC_BASE_URL" "$CCTRACE_FOUNDRY_API_KEY$CCTRACE_IDENTITY_SECRET" > `+out)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -131,8 +131,8 @@ func TestRunSetsTheProvidersEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`^1 http://127\.0\.0\.1:\d+/anthropic 1 $`).Match(got) {
-		t.Errorf("the command's environment: %q", got)
+	if !regexp.MustCompile(`^1 http://127\.0\.0\.1:\d+/anthropic 1  $`).Match(got) {
+		t.Errorf("the command's environment (cctrace's secrets left out): %q", got)
 	}
 	if strings.Contains(stderr, key) {
 		t.Errorf("the key was printed:\n%s", stderr)

@@ -167,15 +167,18 @@ func (t *teams) currentAccess() *access.File {
 }
 
 // identify reads who sent a request from its headers, on the forwarding path: the identity
-// header, bounded and cleaned, and the credential's fingerprint. The credential goes no further.
-func (t *teams) identify(h http.Header) wire.Identity {
+// header, bounded and cleaned, and, when clientCredentials, the credential's fingerprint. The
+// credential goes no further.
+func (t *teams) identify(h http.Header, clientCredentials bool) wire.Identity {
 	var id wire.Identity
 	if t.opts.identityHeader != "" {
 		if v := h.Get(t.opts.identityHeader); v != "" {
 			id.Header = identity.CleanValue(v)
 		}
 	}
-	id.Credential = t.fingerprints.Credential(h)
+	if clientCredentials {
+		id.Credential = t.fingerprints.Credential(h)
+	}
 	return id
 }
 
@@ -185,8 +188,9 @@ func (t *teams) resolve(req *wire.Request) {
 	if req.Body != nil {
 		account = req.Body.AccountUUID
 	}
-	t.resolver.Resolve(&req.Identity, account)
-	if t.enforcer != nil {
+	// The forwarding path cannot read the account (it is in the body): what the account decided
+	// is not learned under the header and credential, which may be anyone's (a placeholder).
+	if src := t.resolver.Resolve(&req.Identity, account); t.enforcer != nil && src != identity.SourceAccount {
 		t.enforcer.Learn(req.Identity)
 	}
 }
@@ -197,9 +201,16 @@ func (t *teams) spend() summary.Spend {
 	return summary.Spend{People: t.ledger.Totals(budget.ScopePerson, b), Teams: t.ledger.Totals(budget.ScopeTeam, b)}
 }
 
-// proxyOptions are the proxy's options for identities and enforcement.
-func (t *teams) proxyOptions() []proxy.Option {
-	opts := []proxy.Option{proxy.WithIdentity(t.identify)}
+// proxyOptions are the proxy's options for identities and enforcement. clientCredentials is
+// false when the provider replaces the client's credentials (provider.Upstream's
+// ReplacesCredentials): those are placeholders, the same for everyone, and identify no one.
+func (t *teams) proxyOptions(clientCredentials bool) []proxy.Option {
+	identify := func(h http.Header) wire.Identity { return t.identify(h, clientCredentials) }
+	var private []string
+	if t.opts.identityHeader != "" {
+		private = append(private, t.opts.identityHeader)
+	}
+	opts := []proxy.Option{proxy.WithIdentity(identify, private...)}
 	if t.enforcer != nil {
 		opts = append(opts, proxy.WithGate(t.enforcer))
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cctrace/cctrace/internal/identity"
 )
 
 func writeFile(t *testing.T, dir, name, text string) string {
@@ -153,5 +155,23 @@ func TestOpenBeyondLoopbackWarns(t *testing.T) {
 	_ = c.Wait()
 	if !strings.Contains(out.String(), "the turns page and /api/turns are open to anyone who reaches") {
 		t.Errorf("no warning of an open listener beyond loopback:\n%s", out.String())
+	}
+}
+
+// TestIdentifyIgnoresPlaceholderCredentials checks that in a cloud mode, where cctrace replaces
+// the client's credentials, the client's (Claude Code's placeholder, the same for everyone) gives
+// no credential identity, while the Anthropic API's keys do.
+func TestIdentifyIgnoresPlaceholderCredentials(t *testing.T) {
+	fp, err := identity.NewFingerprinter([]byte(strings.Repeat("k", identity.MinSecretBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &teams{opts: teamOptions{identityHeader: identity.DefaultHeader}, fingerprints: fp}
+	h := http.Header{"Authorization": {"Bearer skip-foundry-auth"}, "X-Cctrace-User": {"alice"}}
+	if id := tm.identify(h, false); id.Credential != "" || id.Header != "alice" {
+		t.Errorf("cloud mode: %+v, want the header alone", id)
+	}
+	if id := tm.identify(h, true); id.Credential == "" {
+		t.Errorf("Anthropic API: %+v, want the key's fingerprint", id)
 	}
 }

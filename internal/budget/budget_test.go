@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,9 +81,33 @@ func TestLedgerWindows(t *testing.T) {
 	if got := l.Spent(ScopePerson, "alice", Daily); got != 10 {
 		t.Errorf("seeded: %v, want the larger, 10", got)
 	}
+	for _, placeholder := range []string{"unknown", "other", "none"} {
+		l.Seed(ScopePerson, placeholder, Daily, 3)
+		l.Seed(ScopeTeam, placeholder, Daily, 3)
+	}
+	if teams := l.Totals(ScopeTeam, nil); len(teams) != 1 || teams[0].Name != "platform" {
+		t.Errorf("team totals %+v, want platform alone: placeholders name no team", teams)
+	}
 	totals := l.Totals(ScopePerson, loadTestBudgets(t))
 	if len(totals) != 2 || totals[0].Name != "alice" || totals[0].Team != "platform" || totals[0].DailyBudget != 5 || totals[1].Name != "bob" {
 		t.Errorf("totals %+v", totals)
+	}
+}
+
+// A person first seen without a team keeps their place when the ledger is full: their team is
+// still updated once they have one.
+func TestLedgerTeamUpdatedWhenFull(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 30, 0, 0, time.UTC)
+	l := NewLedger(func() time.Time { return now })
+	l.Add("alice", "", now, 1)
+	for i := 1; i < MaxLedgerEntries; i++ {
+		l.Add(fmt.Sprintf("user%d", i), "t", now, 0.01)
+	}
+	l.Add("alice", "platform", now, 1)
+	for _, tot := range l.Totals(ScopePerson, loadTestBudgets(t)) {
+		if tot.Name == "alice" && tot.Team != "platform" {
+			t.Errorf("alice's team %q, want platform", tot.Team)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // MaxLedgerEntries bounds the people and the teams a Ledger keeps apart (each); the spend of
@@ -110,7 +111,7 @@ func (l *Ledger) Add(user, team string, t time.Time, usd float64) {
 	defer l.mu.Unlock()
 	if user != "" {
 		l.entry(l.people, user).add(t, usd)
-		if len(l.teamOf) < MaxLedgerEntries || l.teamOf[user] != "" {
+		if _, known := l.teamOf[user]; known || len(l.teamOf) < MaxLedgerEntries {
 			l.teamOf[user] = team
 		}
 	}
@@ -156,8 +157,12 @@ func (l *Ledger) spent(scope, name, window string, now time.Time) float64 {
 
 // Seed sets what another source says a person or team spent in window, across every replica:
 // Spent answers the larger of it and this process's own count, which also covers what was spent
-// since the source last looked.
+// since the source last looked. The metrics' placeholder values (metrics.Placeholder: a user or
+// team that was not given, or one past the label's cap) name nobody and are not seeded.
 func (l *Ledger) Seed(scope, name, window string, usd float64) {
+	if metrics.Placeholder(name) {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seeds[seedKey{scope, name, window}] = usd

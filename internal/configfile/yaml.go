@@ -84,13 +84,14 @@ func Value(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// String returns a scalar's value, which must be left unchanged by clean (nil: any string).
+// String returns a scalar's value, which must be left unchanged by clean (nil: any string). Its
+// errors name the line and what, never the value: a value may be a secret pasted by mistake.
 func String(name string, n *yaml.Node, what string, clean func(string) string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", At(name, n, "%s must be a string", what)
 	}
 	if clean != nil && clean(n.Value) != n.Value {
-		return "", At(name, n, "%s %q has control characters or surrounding space, or is too long", what, n.Value)
+		return "", At(name, n, "%s has control characters or surrounding space, or is too long", what)
 	}
 	return n.Value, nil
 }

@@ -112,7 +112,7 @@ func ParseDirectory(name string, data []byte) (*Directory, error) {
 				return nil, configfile.At(name, idNode, "an empty identity")
 			}
 			if line, dup := seenID[id]; dup {
-				return nil, configfile.At(name, idNode, "identity %q is already given on line %d", id, line)
+				return nil, configfile.At(name, idNode, "an identity is already given on line %d", line) // not echoed: it may be a key
 			}
 			seenID[id] = idNode.Line
 			d.byIdentity[id] = p

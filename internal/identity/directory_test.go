@@ -21,7 +21,9 @@ func TestParseDirectoryErrors(t *testing.T) {
 		{"no name", "people:\n  - team: x\n    identities: [a]\n", "dir.yaml:2: a person without a name"},
 		{"no identities", "people:\n  - name: a\n", "dir.yaml:2: person \"a\" has no identities"},
 		{"duplicate person", "people:\n  - name: a\n    identities: [x]\n  - name: a\n    identities: [y]\n", "dir.yaml:4: person \"a\" is already listed on line 2"},
-		{"identity twice", "people:\n  - name: a\n    identities: [x]\n  - name: b\n    identities:\n      - x\n", "dir.yaml:6: identity \"x\" is already given on line 3"},
+		{"identity twice", "people:\n  - name: a\n    identities: [x]\n  - name: b\n    identities:\n      - x\n", "dir.yaml:6: an identity is already given on line 3"},
+		{"pasted key, twice", "people:\n  - name: a\n    identities: [sk-ant-SECRETMARKER]\n  - name: b\n    identities: [sk-ant-SECRETMARKER]\n", "dir.yaml:5: an identity is already"},
+		{"pasted key, spaced", "people:\n  - name: a\n    identities: [\" sk-ant-SECRETMARKER\"]\n", "dir.yaml:3: an identity has control"},
 		{"control bytes", "people:\n  - name: \"a\\u0007\"\n    identities: [x]\n", "dir.yaml:2: name"},
 		{"identity not a string", "people:\n  - name: a\n    identities: [[x]]\n", "dir.yaml:3: an identity must be a string"},
 	}
@@ -30,6 +32,9 @@ func TestParseDirectoryErrors(t *testing.T) {
 			_, err := ParseDirectory("dir.yaml", []byte(tt.text))
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("error %v, want it to begin %q", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "SECRETMARKER") {
+				t.Errorf("error %v echoes a value that may be a secret", err)
 			}
 		})
 	}

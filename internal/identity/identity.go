@@ -176,10 +176,10 @@ func NewResolver(order []Source, directory func() *Directory) *Resolver {
 // Resolve sets id.User and id.Team from id.Header, account and id.Credential: the first
 // identity, in the resolver's order, that the directory names; when it names none, the first
 // identity present stands for itself, with no team. A request with no identity at all stays
-// unattributed (empty User).
-func (r *Resolver) Resolve(id *wire.Identity, account string) {
+// unattributed (empty User). It returns the source that decided ("" when none did).
+func (r *Resolver) Resolve(id *wire.Identity, account string) Source {
 	dir := r.directory()
-	first := ""
+	first, firstSrc := "", Source("")
 	for _, src := range r.order {
 		v := r.value(src, id, account)
 		if v == "" {
@@ -187,13 +187,14 @@ func (r *Resolver) Resolve(id *wire.Identity, account string) {
 		}
 		if p, ok := dir.Lookup(v); ok {
 			id.User, id.Team = p.Name, p.Team
-			return
+			return src
 		}
 		if first == "" {
-			first = v
+			first, firstSrc = v, src
 		}
 	}
 	id.User, id.Team = first, ""
+	return firstSrc
 }
 
 func (r *Resolver) value(src Source, id *wire.Identity, account string) string {

@@ -113,23 +113,25 @@ people:
 		id                 wire.Identity
 		account            string
 		wantUser, wantTeam string
+		wantSource         Source
 	}{
-		{"header known", DefaultOrder, wire.Identity{Header: "alice", Credential: "key-bbbbbbbbbbbbbbbb"}, "", "alice", "platform"},
-		{"key first", []Source{SourceCredential, SourceHeader}, wire.Identity{Header: "alice", Credential: "key-bbbbbbbbbbbbbbbb"}, "", "bob", "search"},
-		{"unknown header, known key", DefaultOrder, wire.Identity{Header: "mallory", Credential: "key-aaaaaaaaaaaaaaaa"}, "", "alice", "platform"},
-		{"account", DefaultOrder, wire.Identity{}, "7d7a3c1e-1111-4a2b-9c3d-0123456789ab", "bob", "search"},
-		{"nobody known: the first identity", DefaultOrder, wire.Identity{Header: "carol", Credential: "key-cccccccccccccccc"}, "", "carol", ""},
-		{"unknown key stands for itself", DefaultOrder, wire.Identity{Credential: "key-cccccccccccccccc"}, "", "key-cccccccccccccccc", ""},
-		{"source left out", []Source{SourceCredential}, wire.Identity{Header: "alice"}, "", "", ""},
-		{"nothing", DefaultOrder, wire.Identity{}, "", "", ""},
+		{"header known", DefaultOrder, wire.Identity{Header: "alice", Credential: "key-bbbbbbbbbbbbbbbb"}, "", "alice", "platform", SourceHeader},
+		{"key first", []Source{SourceCredential, SourceHeader}, wire.Identity{Header: "alice", Credential: "key-bbbbbbbbbbbbbbbb"}, "", "bob", "search", SourceCredential},
+		{"unknown header, known key", DefaultOrder, wire.Identity{Header: "mallory", Credential: "key-aaaaaaaaaaaaaaaa"}, "", "alice", "platform", SourceCredential},
+		{"account", DefaultOrder, wire.Identity{}, "7d7a3c1e-1111-4a2b-9c3d-0123456789ab", "bob", "search", SourceAccount},
+		{"account over a placeholder key", DefaultOrder, wire.Identity{Credential: "key-cccccccccccccccc"}, "7d7a3c1e-1111-4a2b-9c3d-0123456789ab", "bob", "search", SourceAccount},
+		{"nobody known: the first identity", DefaultOrder, wire.Identity{Header: "carol", Credential: "key-cccccccccccccccc"}, "", "carol", "", SourceHeader},
+		{"unknown key stands for itself", DefaultOrder, wire.Identity{Credential: "key-cccccccccccccccc"}, "", "key-cccccccccccccccc", "", SourceCredential},
+		{"source left out", []Source{SourceCredential}, wire.Identity{Header: "alice"}, "", "", "", ""},
+		{"nothing", DefaultOrder, wire.Identity{}, "", "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewResolver(tt.order, func() *Directory { return dir })
 			id := tt.id
-			r.Resolve(&id, tt.account)
-			if id.User != tt.wantUser || id.Team != tt.wantTeam {
-				t.Errorf("Resolve = %q/%q, want %q/%q", id.User, id.Team, tt.wantUser, tt.wantTeam)
+			src := r.Resolve(&id, tt.account)
+			if id.User != tt.wantUser || id.Team != tt.wantTeam || src != tt.wantSource {
+				t.Errorf("Resolve = %q/%q by %q, want %q/%q by %q", id.User, id.Team, src, tt.wantUser, tt.wantTeam, tt.wantSource)
 			}
 		})
 	}

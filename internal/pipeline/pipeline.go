@@ -1,5 +1,5 @@
 // Package pipeline connects the proxy to the tracker: it takes what the proxy observed, off the
-// forwarding path, decodes bodies with internal/wire on its own goroutine, and feeds the tracker
+// forwarding path, decodes bodies with instrument/wire on its own goroutine, and feeds the tracker
 // in order.
 package pipeline
 

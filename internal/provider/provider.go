@@ -205,6 +205,11 @@ func (u *Upstream) Transport(base http.RoundTripper) http.RoundTripper {
 	return &authTransport{u: u, base: base}
 }
 
+// ReplacesCredentials reports whether cctrace authenticates to the provider itself, removing
+// what the client sent: in a cloud mode a client's credential is a placeholder (Claude Code's
+// "Bearer skip-foundry-auth", for one), the same for everyone, and tells nobody apart.
+func (u *Upstream) ReplacesCredentials() bool { return u.auth != nil }
+
 // Check obtains a credential once, as the first request would, and describes where it came from
 // (never the secret). For the Anthropic API there is nothing to check.
 func (u *Upstream) Check(ctx context.Context) (string, error) {

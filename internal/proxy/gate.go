@@ -51,6 +51,10 @@ func (p *Proxy) gateRequest(w http.ResponseWriter, r *http.Request, x *exchange)
 	}
 	x.req.BodySize = int64(len(body))
 	p.obs.RequestRead(x.req, body)
+	// A refusal stands until the budget changes, so a retry only repeats it. The Anthropic SDKs
+	// obey x-should-retry before their own status rules, and Claude Code in Bedrock mode retries
+	// the refusal without it (docs/wire.md).
+	w.Header().Set("X-Should-Retry", "false")
 	n := writeAPIError(w, refusal.Status, refusal.Type, refusal.Message)
 	x.resp.Status = refusal.Status
 	x.resp.HeaderTime = p.cfg.now()

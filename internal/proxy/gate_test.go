@@ -34,6 +34,9 @@ func TestIdentityAndGate(t *testing.T) {
 	var lastBody atomic.Value
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upstreamSaw.Add(1)
+		if v := r.Header.Get("X-Cctrace-User"); v != "" {
+			t.Errorf("upstream got the identity header %q", v)
+		}
 		b, _ := io.ReadAll(r.Body)
 		lastBody.Store(string(b))
 		w.Header().Set("Content-Type", "application/json")
@@ -49,7 +52,7 @@ func TestIdentityAndGate(t *testing.T) {
 		id.User = id.Header
 		return id
 	}
-	h := newHarness(t, upstream, WithIdentity(identify), WithGate(gate))
+	h := newHarness(t, upstream, WithIdentity(identify, "X-Cctrace-User"), WithGate(gate))
 
 	post := func(user, body string) (*http.Response, []byte) {
 		t.Helper()
@@ -84,6 +87,9 @@ func TestIdentityAndGate(t *testing.T) {
 			}
 			if tt.forwarded && lastBody.Load() != tt.body {
 				t.Errorf("upstream got %q, want the body unchanged", lastBody.Load())
+			}
+			if retry := res.Header.Get("X-Should-Retry"); tt.forwarded != (retry == "") || (!tt.forwarded && retry != "false") {
+				t.Errorf("x-should-retry %q", retry)
 			}
 			if !tt.forwarded {
 				if e := decodeAPIError(t, body); e.Type != "error" || e.Error.Type != "permission_error" || e.Error.Message != "budget spent" {

@@ -44,6 +44,7 @@ type config struct {
 	route      func(path string) *url.URL // nil: every request to the upstream New was given
 	auth       func(http.RoundTripper) http.RoundTripper
 	identify   func(http.Header) wire.Identity // nil: requests are from nobody known
+	private    []string                        // request headers meant for cctrace alone
 	gate       Gate                            // nil: every request is forwarded
 }
 
@@ -114,8 +115,9 @@ func WithMaxRequestBody(n int64) Option {
 }
 
 // WithCopyBudget bounds the bytes of request and response body copies (see WithParseLimit) that
-// the proxy makes at once, across all exchanges. A copy counts its body's Content-Length from
-// the moment the body starts to arrive, or, when the length is unknown, the bytes copied so far;
+// the proxy makes at once, across all exchanges. A copy reserves its body's Content-Length,
+// rounded up to the size class of the buffer pool it is copied into, from the moment the body
+// starts to arrive, or, when the length is unknown, counts the bytes copied so far;
 // it stops counting once the Observer has it. A body whose copy does not fit is forwarded in
 // full as always, but not copied: the ParseError of its wire.Request or wire.Response says so,
 // and a warning is logged at most once a minute. A copy is always made when no other is in
@@ -162,9 +164,11 @@ func WithUpstreamAuth(wrap func(http.RoundTripper) http.RoundTripper) Option {
 
 // WithIdentity sets how the proxy tells who sent a request, from its headers, as it arrives:
 // identify may read credentials (to fingerprint them) and must return only what can leave the
-// proxy, never a credential. What it returns is the wire.Request's Identity. Default none.
-func WithIdentity(identify func(http.Header) wire.Identity) Option {
-	return func(c *config) { c.identify = identify }
+// proxy, never a credential. What it returns is the wire.Request's Identity. private names the
+// request headers that tell cctrace who is asking (such as the identity header): they are for
+// cctrace alone and are not forwarded upstream. Default none.
+func WithIdentity(identify func(http.Header) wire.Identity, private ...string) Option {
+	return func(c *config) { c.identify, c.private = identify, private }
 }
 
 // WithGate sets a Gate that may answer a request itself instead of forwarding it. Default none:

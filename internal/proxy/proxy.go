@@ -179,6 +179,9 @@ func (p *Proxy) rejectTooLarge(w http.ResponseWriter, r *http.Request, x *exchan
 // rewrite points the outbound request at the upstream. X-Forwarded-* are left off on purpose:
 // cctrace is the client's own local proxy, not a gateway the upstream should know about.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	for _, h := range p.cfg.private {
+		pr.Out.Header.Del(h)
+	}
 	if p.cfg.route != nil {
 		if u := p.cfg.route(pr.In.URL.Path); u != nil {
 			pr.SetURL(u)

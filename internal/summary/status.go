@@ -90,12 +90,13 @@ func (tot *SessionTotals) noteContext(c *instrument.Chat) {
 	tot.Context = Context{Tokens: u.TotalInput(), Window: ContextWindow(model, c.Request.Headers.Beta), Model: model}
 }
 
-// Status returns the status of one session, and false when the store has not seen it.
-func (s *Store) Status(session string) (SessionStatus, bool) {
+// Status returns the status of one session, and false when the store has not seen it or scope
+// may not see it.
+func (s *Store) Status(session string, scope Scope) (SessionStatus, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tot, ok := s.sessions[session]
-	if !ok {
+	if !ok || !scope.Allows(tot.User, tot.Team) {
 		return SessionStatus{}, false
 	}
 	st := SessionStatus{SessionID: session}
@@ -123,9 +124,10 @@ func (s *Store) Status(session string) (SessionStatus, bool) {
 }
 
 // ServeStatus serves the status of the session named by the request's {id} path value as JSON
-// (mount it at /api/sessions/{id}/status); 404 when the store has not seen that session.
+// (mount it at /api/sessions/{id}/status); 404 when the store has not seen that session, or the
+// viewer (ScopeFrom the request's context) may not see it, as on the session pages.
 func (s *Store) ServeStatus(w http.ResponseWriter, r *http.Request) {
-	st, ok := s.Status(r.PathValue("id"))
+	st, ok := s.Status(r.PathValue("id"), ScopeFrom(r.Context()))
 	w.Header().Set("Content-Type", "application/json")
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)

@@ -19,9 +19,13 @@ func TestStatus(t *testing.T) {
 	s := New(WithClock(func() time.Time { return now }))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sessions/{id}/status", s.ServeStatus)
-	status := func(id string) (int, SessionStatus) {
+	status := func(id string, scope ...Scope) (int, SessionStatus) {
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/sessions/"+id+"/status", nil))
+		req := httptest.NewRequest("GET", "/api/sessions/"+id+"/status", nil)
+		for _, sc := range scope {
+			req = req.WithContext(WithScope(req.Context(), sc))
+		}
+		mux.ServeHTTP(rec, req)
 		var st SessionStatus
 		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 			t.Fatalf("status of %s: %v: %s", id, err, rec.Body)
@@ -55,6 +59,9 @@ func TestStatus(t *testing.T) {
 	code, st := status("sess-status")
 	if code != http.StatusOK || st.Turn == nil || st.Context == nil {
 		t.Fatalf("status: %d %+v", code, st)
+	}
+	if code, other := status("sess-status", Scope{User: "someone-else"}); code != http.StatusNotFound || other.Turn != nil || other.Context != nil {
+		t.Errorf("a viewer who may not see the session: %d %+v, want 404 and nothing", code, other)
 	}
 	wantTurn := TurnStatus{TraceID: turn.TraceID.String(), Index: 2, Running: true, Duration: 8, Requests: 2,
 		Tokens: Tokens{Input: 107, Output: 53, CacheRead: 4000, CacheCreation: 900}}
