@@ -99,7 +99,7 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 	}
 	trailing := body.Messages[from:]
 	for _, m := range trailing {
-		if m.Role == wire.RoleUser && strings.Contains(m.Text, interruptMarker) {
+		if m.Role == wire.RoleUser && m.Synthetic == wire.SyntheticInterrupt {
 			interrupted = true
 		}
 	}

@@ -19,7 +19,6 @@ import (
 const (
 	compactionPrompt   = "CRITICAL: Respond with TEXT ONLY"
 	continuationPrefix = "This session is being continued from a previous conversation"
-	interruptMarker    = "[Request interrupted by user"
 	asyncAgentMarker   = "Async agent launched"
 	mainAgentName      = "claude-code"
 	// otherClientName names the main agent of sessions that show no sign of Claude Code (other

@@ -250,6 +250,25 @@ invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=1 out=1]
 `)
 }
 
+func TestResumedSessionInterruptEndsTurn(t *testing.T) {
+	// A session resumed after its process stopped mid-turn: Claude Code's own interrupt text
+	// comes with what the user types next, which is a new prompt.
+	c := newConvo(t)
+	p := user("refactor everything")
+	id := c.send(p)
+	c.reply(id, "tool_use", usage(1, 1, 0, 0), tool("toolu_1", "Edit"))
+	c.tick(3 * time.Second)
+	id = c.send(p, assistant("toolu_1"), results("!toolu_1"), user("[Request interrupted: the session ended before the response finished]\nfix the typo instead"))
+	c.reply(id, "end_turn", usage(1, 1, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=interrupted req=1 tools=1 in=1 out=1]
+  chat claude-sonnet-4-6 [kind=turn stop=tool_use]
+  execute_tool Edit [outcome=interrupted ERROR:interrupted]
+invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=1 out=1]
+  chat claude-sonnet-4-6 [kind=turn synthetic=interrupt stop=end_turn]
+`)
+}
+
 func TestQueuedTextWithToolResultsContinuesTurn(t *testing.T) {
 	// Text the user typed while tools ran travels with the tool results: still the same turn.
 	c := newConvo(t)
