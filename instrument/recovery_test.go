@@ -190,6 +190,19 @@ func TestCostPricesRequestedThenServedModel(t *testing.T) {
 	}
 }
 
+// TestWithoutPricingNothingIsUnpriced: with no price table nothing is priced, and no answer
+// counts as unpriced.
+func TestWithoutPricingNothingIsUnpriced(t *testing.T) {
+	c := newConvo(t)
+	id := c.send(user("hi"))
+	c.reply(id, "end_turn", usage(1000, 1, 0, 0))
+	for _, s := range c.rec.spans {
+		if s.Turn != nil && (s.Turn.Cost != 0 || s.Turn.Unpriced != 0) {
+			t.Errorf("turn: cost %v, unpriced %d", s.Turn.Cost, s.Turn.Unpriced)
+		}
+	}
+}
+
 // TestNestedSubagentCountsInItsParent: what a subagent started by a subagent runs counts in
 // both subagents' totals.
 func TestNestedSubagentCountsInItsParent(t *testing.T) {

@@ -453,7 +453,7 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 			sa.Retries++
 		}
 		sa.Usage = addUsage(sa.Usage, u)
-		addCost(&sa.Cost, &sa.Unpriced, chat)
+		chat.AddCost(&sa.Cost, &sa.Unpriced)
 	}
 	tr := ex.turn
 	if tr == nil || tr.ended {
@@ -465,7 +465,7 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 		tt.Retries++
 	}
 	tt.Usage = addUsage(tt.Usage, u)
-	addCost(&tt.Cost, &tt.Unpriced, chat)
+	chat.AddCost(&tt.Cost, &tt.Unpriced)
 	if model != "" && !contains(tt.Models, model) {
 		if tt.Models == nil {
 			tt.Models = tr.firstModel[:0] // most turns use one model
@@ -488,15 +488,16 @@ func (t *Tracker) price(chat *Chat) {
 	if msg.Model != "" {
 		chat.Cost, chat.Priced = t.cfg.price(msg.Model, msg.Usage)
 	}
+	chat.Unpriced = !chat.Priced
 }
 
-// addCost adds the cost of chat's answer to a total, or counts it as unpriced when it had
-// usage that could not be priced.
-func addCost(total *float64, unpriced *int, chat *Chat) {
+// AddCost adds the cost of c's answer to a total, or counts it as unpriced when the price table
+// (WithPricing) could not price its usage.
+func (c *Chat) AddCost(total *float64, unpriced *int) {
 	switch {
-	case chat.Priced:
-		*total += chat.Cost
-	case chat.Response != nil && chat.Response.Message != nil:
+	case c.Priced:
+		*total += c.Cost
+	case c.Unpriced:
 		*unpriced++
 	}
 }
