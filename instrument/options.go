@@ -107,8 +107,10 @@ func WithReplica() Option { return func(c *config) { c.replica = true } }
 // its llm_request span's): a turn whose first main-chain request carries one takes that trace
 // id, its root becomes a child of the span that sent the request, and every chat span whose
 // traceparent is in its turn's trace becomes a child of the span that sent it (Span.ClientParent).
-// Tool and subagent spans stay under the tracker's own. A request whose traceparent is in
-// another trace, or that has none, keeps today's shape: its traceparent is a span link. A client
+// Tool and subagent spans stay under the tracker's own. A turn whose first request's
+// traceparent is not sampled (the client records none of that trace) is not joined. A request
+// whose traceparent is in another trace, or that has none, is traced as without this option:
+// its traceparent is a span link. A client
 // trace takes one turn: a later turn that names it too is a trace of its own. Default: off,
 // every turn is a trace of the tracker's own and a traceparent is only ever a link, since the
 // client may export its spans to another backend, where a joined span would lose its parent.

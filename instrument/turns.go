@@ -231,7 +231,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		Link:      ex.span.Link,
 		Turn:      &tr.totals,
 	}
-	if l := ex.span.Link; t.cfg.joinClient && l != nil && t.traces.claim(l.TraceID) {
+	if l := ex.span.Link; t.cfg.joinClient && l != nil && l.Sampled && t.traces.claim(l.TraceID) {
 		// The turn goes into the client's trace, under the span that sent its first request.
 		tr.root.TraceID, tr.root.Parent, tr.root.ClientParent, tr.root.Link = l.TraceID, l.SpanID, true, nil
 	} else {
