@@ -388,6 +388,28 @@ invoke_agent claude-code [turn=1 outcome=end_turn req=3 tools=1 in=305000 out=21
 `)
 }
 
+// TestAutoCompactionAfterMaxTokens: an answer that ran out of output tokens, then an automatic
+// compaction that outlasts the recovery window: the turn waits for the compaction, it does not
+// end while the compaction runs.
+func TestAutoCompactionAfterMaxTokens(t *testing.T) {
+	c := newConvo(t)
+	p := user("long task")
+	id := c.send(p)
+	c.reply(id, "max_tokens", usage(150000, 10, 0, 0))
+	id = c.send(p, assistant(), user("CRITICAL: Respond with TEXT ONLY. Do NOT call any tools."))
+	c.tick(2 * recoveryWindow)
+	c.tr.Tick(c.now)
+	c.reply(id, "end_turn", usage(150000, 2000, 0, 0))
+	id = c.send(user("This session is being continued from a previous conversation that ran out of context."), user("Please continue the conversation from where we left off"))
+	c.reply(id, "end_turn", usage(5000, 100, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=end_turn req=3 tools=0 in=305000 out=2110]
+  chat claude-sonnet-4-6 [kind=turn stop=max_tokens]
+  chat claude-sonnet-4-6 [kind=compaction synthetic=compaction stop=end_turn]
+  chat claude-sonnet-4-6 [kind=turn compaction=auto stop=end_turn]
+`)
+}
+
 func TestCompactionWithoutSummarySeen(t *testing.T) {
 	// A resumed session: cctrace sees only the continuation. In a short session the history can
 	// even be longer than before, so the message count alone does not decide.

@@ -22,7 +22,7 @@ func (t *Tracker) startCompaction(ex *exchange) {
 	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
 	ex.chain.messages = len(body.Messages)
 	if tr := sess.turn; tr != nil && !tr.compactionOnly {
-		t.startChild(ex, tr.span, tr)
+		t.joinTurn(ex, tr, ex.span.Start)
 		return
 	}
 	tr := t.startTurn(sess, ex.span.Start, ex)
