@@ -312,6 +312,8 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopRea
 	}
 	sess.turn = nil
 	tr.ended = true
+	// A cut answer that was not resumed before its turn ended is resumed by nothing later.
+	sess.main.cut = false
 	if outcome == OutcomeHandedOff {
 		// The rest of the turn went to another replica; it may come back here.
 		t.traces.release(tr.span.TraceID)
