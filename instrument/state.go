@@ -9,8 +9,11 @@ import (
 // session is everything the tracker keeps about one Claude Code session. It is proportional to
 // the tool calls and subagents in flight, never to the conversation's history.
 type session struct {
-	id       string
-	agent    string // the main agent's name: "claude-code", or "api-client" for other clients
+	id    string
+	agent string // the main agent's name: "claude-code", or "api-client" for other clients
+	// clientID is set when the client named the session (a header or metadata.user_id), not
+	// when id is a fingerprint of the conversation or "unknown".
+	clientID bool
 	lastSeen time.Time
 	turns    int   // turns started so far (for Turn.Index)
 	turn     *turn // the open turn of the main chain, if any

@@ -270,10 +270,11 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 		t.evict(oldest, req.Time, OutcomeEvicted)
 	}
 	s := &session{
-		id:     id,
-		agent:  otherClientName,
-		agents: make(map[string]*chain),
-		tools:  make(map[string]*openTool),
+		id:       id,
+		agent:    otherClientName,
+		clientID: req.Headers.SessionID != "" || (req.Body != nil && req.Body.MetadataSessionID != ""),
+		agents:   make(map[string]*chain),
+		tools:    make(map[string]*openTool),
 	}
 	if req.Headers.SessionID != "" || strings.HasPrefix(req.Headers.UserAgent, "claude-cli/") ||
 		(req.Body != nil && req.Body.System.BillingHeader != "") {

@@ -268,7 +268,9 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // of the message that opened the turn (wire.Body.TurnOpener). Every request of a turn carries
 // them, so a cctrace that picks a session up mid-turn (another replica, or this one after a
 // restart) puts its part of the turn in the same trace. Without them (a body not decoded, no
-// message that opens a turn) the id is random.
+// message that opens a turn) the id is random, and so it is in a session the client did not
+// name (a fingerprint of its first text, or "unknown"): people whose conversations begin alike
+// share such a session id, and must not share trace ids.
 //
 // Two turns of one session can open at the same message: the user rewinds the conversation and
 // prompts again, or sends a prompt again that Claude Code put back after an interruption before
@@ -276,7 +278,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // turns (of the last maxTurnTraces); another replica that picks such a turn up mid-way cannot
 // tell, and joins the first.
 func (t *Tracker) turnTraceID(sess *session, body *wire.Body) TraceID {
-	if body == nil || body.TurnOpener < 0 {
+	if body == nil || body.TurnOpener < 0 || !sess.clientID {
 		return t.traceID()
 	}
 	for again := uint64(0); ; again++ {
