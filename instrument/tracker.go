@@ -210,7 +210,8 @@ func (t *Tracker) Tick(now time.Time) {
 	t.reportSessions()
 }
 
-// Close ends every open span as of now (outcome "shutdown") and forgets all state.
+// Close ends every open span as of now (outcome "shutdown", or "handed_off" with WithReplica:
+// another replica may go on with the turn) and forgets all state.
 func (t *Tracker) Close(now time.Time) {
 	ids := make([]uint64, 0, len(t.open))
 	for id := range t.open {
