@@ -91,7 +91,6 @@ func (f *fuzzSession) request() {
 		req.Body.System.Subagent = c.agentID != "" && r.next(2) == 0
 		if r.next(8) == 0 && len(msgs) > 0 {
 			// The newest message only reports a finished background task.
-			req.Body.TaskNotification = true
 			msgs[len(msgs)-1] = reminderOnly()
 			msgs[len(msgs)-1].Synthetic = wire.SyntheticTaskNotification
 		}

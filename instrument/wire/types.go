@@ -159,9 +159,6 @@ type Body struct {
 	// the first human text it names the turn the same way on any cctrace that decodes any of
 	// the turn's requests.
 	TurnOpener int
-	// TaskNotification is true when the last user message carries a <task-notification>: Claude
-	// Code reporting that a background task (e.g. a background subagent) finished.
-	TaskNotification bool
 }
 
 // HumanTextLimit bounds the human text kept from a request (previews and prefix matching).
