@@ -68,7 +68,7 @@ func (f *fuzzSession) request() {
 		}
 		msgs = []wire.Message{user(prompt), assistant(), results(ids...)}
 	case 4: // a compaction summary request
-		msgs = []wire.Message{user(prompt), assistant(), user(compactionPrompt + " summarise")}
+		msgs = []wire.Message{user(prompt), assistant(), user("CRITICAL: Respond with TEXT ONLY. summarise")}
 	case 5: // the request after a compaction
 		msgs = []wire.Message{user(continuationPrefix + " that ran out of context."), systemMsg()}
 		if r.next(2) == 0 {

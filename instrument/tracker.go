@@ -17,7 +17,6 @@ import (
 
 // Markers Claude Code puts in requests, from captured traffic (docs/wire.md).
 const (
-	compactionPrompt   = "CRITICAL: Respond with TEXT ONLY"
 	continuationPrefix = "This session is being continued from a previous conversation"
 	asyncAgentMarker   = "Async agent launched"
 	mainAgentName      = "claude-code"
@@ -409,7 +408,7 @@ func endTime(resp *wire.Response, start time.Time) time.Time {
 
 func isCompactionSummary(b *wire.Body) bool {
 	last := lastConversational(b)
-	return last != nil && last.Role == wire.RoleUser && strings.HasPrefix(strings.TrimSpace(last.Text), compactionPrompt)
+	return last != nil && last.Role == wire.RoleUser && last.Synthetic == wire.SyntheticCompaction
 }
 
 func (t *Tracker) chatName(req *wire.Request) string {
