@@ -1,6 +1,7 @@
 package instrument
 
 import (
+	"iter"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
@@ -80,6 +81,18 @@ type subagentRun struct {
 	// root and totals are where span and span.Subagent live (one allocation, not three).
 	root   Span
 	totals Subagent
+}
+
+// openTotals yields the totals of r and of the runs that started it, those whose spans have not
+// ended (an ended span is out already, with the totals it had). r may be nil: nothing.
+func (r *subagentRun) openTotals() iter.Seq[*Subagent] {
+	return func(yield func(*Subagent) bool) {
+		for run := r; run != nil; run = run.parent {
+			if !run.ended && !yield(run.span.Subagent) {
+				return
+			}
+		}
+	}
 }
 
 // openTool is a tool call whose result has not arrived yet.

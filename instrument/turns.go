@@ -447,11 +447,7 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 	if model == "" && chat.Request.Body != nil {
 		model = chat.Request.Body.Model
 	}
-	for run := ex.sub; run != nil; run = run.parent {
-		if run.ended {
-			continue // its span is out already, with the totals it had
-		}
-		sa := run.span.Subagent
+	for sa := range ex.sub.openTotals() {
 		sa.Requests++
 		if chat.Attempt > 0 {
 			sa.Retries++
