@@ -267,10 +267,11 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // sees) goes on with: a hash of the session, the conversation's first human text and the index
 // of the message that opened the turn (wire.Body.TurnOpener). Every request of a turn carries
 // them, so a cctrace that picks a session up mid-turn (another replica, or this one after a
-// restart) puts its part of the turn in the same trace. Without them (a body not decoded, no
-// message that opens a turn) the id is random, and so it is in a session the client did not
-// name (a fingerprint of its first text, or "unknown"): people whose conversations begin alike
-// share such a session id, and must not share trace ids.
+// restart) puts its part of the turn in the same trace (up to a limit wire.Body.TurnOpener
+// names). Without them (a body not decoded, no message that opens a turn) the id is random, and
+// so it is in a session the client did not name (a fingerprint of its first text, or
+// "unknown"): people whose conversations begin alike share such a session id, and must not
+// share trace ids.
 //
 // Two turns of one session can open at the same message: the user rewinds the conversation and
 // prompts again, or sends a prompt again that Claude Code put back after an interruption before
