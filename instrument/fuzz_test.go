@@ -68,7 +68,7 @@ func (f *fuzzSession) request() {
 		}
 		msgs = []wire.Message{user(prompt), assistant(), results(ids...)}
 	case 4: // a compaction summary request
-		msgs = []wire.Message{user(prompt), assistant(), user(compactionPrompt + " summarise")}
+		msgs = []wire.Message{user(prompt), assistant(), user("CRITICAL: Respond with TEXT ONLY. summarise")}
 	case 5: // the request after a compaction
 		msgs = []wire.Message{user(continuationPrefix + " that ran out of context."), systemMsg()}
 		if r.next(2) == 0 {
@@ -91,7 +91,6 @@ func (f *fuzzSession) request() {
 		req.Body.System.Subagent = c.agentID != "" && r.next(2) == 0
 		if r.next(8) == 0 && len(msgs) > 0 {
 			// The newest message only reports a finished background task.
-			req.Body.TaskNotification = true
 			msgs[len(msgs)-1] = reminderOnly()
 			msgs[len(msgs)-1].Synthetic = wire.SyntheticTaskNotification
 		}

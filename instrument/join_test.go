@@ -144,3 +144,19 @@ invoke_agent claude-code [turn=3 outcome=end_turn req=1 tools=0 in=1 out=1 link=
   chat claude-sonnet-4-6 [kind=turn stop=end_turn link=0002/0005]
 `)
 }
+
+// TestJoinClientTraceNotSampled: a traceparent whose sampled flag is off names a trace the
+// client does not record, so the turn stays a trace of the tracker's own, with a link.
+func TestJoinClientTraceNotSampled(t *testing.T) {
+	c := newConvo(t, WithJoinClientTrace())
+	c.traceparent = "00-0001000000000000000000000000aaaa-000100000000bbbb-00"
+	id := c.send(user("hi"))
+	c.reply(id, "end_turn", usage(1, 1, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=end_turn req=1 tools=0 in=1 out=1 link=0001/0001]
+  chat claude-sonnet-4-6 [kind=turn stop=end_turn link=0001/0001]
+`)
+	if root := c.rec.spans[0]; root.ClientParent || root.TraceID.String() == "0001000000000000000000000000aaaa" {
+		t.Errorf("turn root joined the unsampled client trace %s", root.TraceID)
+	}
+}

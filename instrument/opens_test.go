@@ -30,7 +30,7 @@ func TestOpensTurn(t *testing.T) {
 		{"interrupt with the next prompt", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("a"), assistant, user("[Request interrupted by user]\nstop, do b", result)}}, wire.Headers{}), true},
 		{"cut-off resumption", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("a"), assistant, user("Your response above was cut off mid-stream. Resume directly")}}, wire.Headers{}), false},
 		{"hook feedback", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("a"), assistant, user("Stop hook feedback:\n[x]: no")}}, wire.Headers{}), false},
-		{"task notification", req(&wire.Body{Tools: tools, TaskNotification: true, Messages: []wire.Message{user("a"), assistant, {Role: wire.RoleUser, Synthetic: wire.SyntheticTaskNotification}}}, wire.Headers{}), false},
+		{"task notification", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("a"), assistant, {Role: wire.RoleUser, Synthetic: wire.SyntheticTaskNotification}}}, wire.Headers{}), false},
 		{"compaction summary", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("a"), assistant, user("CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.")}}, wire.Headers{}), false},
 		{"auto-compaction continuation", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("This session is being continued from a previous conversation that ran out of context.")}}, wire.Headers{}), false},
 		{"subagent header", req(&wire.Body{Tools: tools, Messages: []wire.Message{user("explore")}}, wire.Headers{AgentID: "a123"}), false},

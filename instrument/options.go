@@ -48,14 +48,14 @@ func WithIDSource(next func() uint64) Option {
 }
 
 // WithToolTimeout sets how long a turn waits for the next request after a response that asked
-// for tools before it is ended as "idle_timeout". Default 30 minutes (long builds and tests run
-// as tools).
+// for tools before it is ended as "idle_timeout" ("handed_off" with WithReplica). Default 30
+// minutes (long builds and tests run as tools).
 func WithToolTimeout(d time.Duration) Option {
 	return func(c *config) { c.toolTimeout = d }
 }
 
 // WithErrorTimeout sets how long a turn waits for a retry after a failed request before it is
-// ended as "error". Default 5 minutes.
+// ended as "error" ("handed_off" with WithReplica). Default 5 minutes.
 func WithErrorTimeout(d time.Duration) Option {
 	return func(c *config) { c.errorTimeout = d }
 }
@@ -107,11 +107,13 @@ func WithReplica() Option { return func(c *config) { c.replica = true } }
 // its llm_request span's): a turn whose first main-chain request carries one takes that trace
 // id, its root becomes a child of the span that sent the request, and every chat span whose
 // traceparent is in its turn's trace becomes a child of the span that sent it (Span.ClientParent).
-// Tool and subagent spans stay under the tracker's own. A request whose traceparent is in
-// another trace, or that has none, keeps today's shape: its traceparent is a span link. A client
-// trace takes one turn: a later turn that names it too is a trace of its own. Default: off,
-// every turn is a trace of the tracker's own and a traceparent is only ever a link, since the
-// client may export its spans to another backend, where a joined span would lose its parent.
+// Tool and subagent spans stay under the tracker's own. A turn whose first request's
+// traceparent is not sampled (the client records none of that trace) is not joined. A request
+// whose traceparent is in another trace, or that has none, is traced as without this option:
+// its traceparent is a span link. A client trace takes one turn: a later turn that names it too
+// is a trace of its own. Default: off, every turn is a trace of the tracker's own and a
+// traceparent is only ever a link, since the client may export its spans to another backend,
+// where a joined span would lose its parent.
 func WithJoinClientTrace() Option {
 	return func(c *config) { c.joinClient = true }
 }

@@ -53,6 +53,25 @@ invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=10 out=1]
 	}
 }
 
+// TestCutAnswerNotResumedThenPrompt: a cut answer that nothing resumed before its turn ended
+// leaves no trace on what the person types next: a prompt of a new turn.
+func TestCutAnswerNotResumedThenPrompt(t *testing.T) {
+	c := newConvo(t)
+	p := user("Print hello")
+	id := c.send(p)
+	c.cut(id, "overloaded_error")
+	c.tick(time.Hour)
+	c.tr.Tick(c.now)
+	id = c.send(p, assistant(), user("Something else"))
+	c.reply(id, "end_turn", usage(10, 1, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=error req=1 tools=0 in=7 out=1 ERROR:error]
+  chat claude-sonnet-4-6 [kind=turn stop= ERROR:overloaded_error]
+invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=10 out=1]
+  chat claude-sonnet-4-6 [kind=turn stop=end_turn]
+`)
+}
+
 // TestHTTPErrorThenPromptIsANewTurn: an answer that never began (an HTTP error) is no cut answer:
 // a human prompt after it starts a new turn, as before.
 func TestHTTPErrorThenPromptIsANewTurn(t *testing.T) {
@@ -187,6 +206,19 @@ func TestCostPricesRequestedThenServedModel(t *testing.T) {
 	}
 	if tt := turns[1].Turn; tt.Cost != 0 || tt.Unpriced != 1 {
 		t.Errorf("turn 2: cost %v, unpriced %d", tt.Cost, tt.Unpriced)
+	}
+}
+
+// TestWithoutPricingNothingIsUnpriced: with no price table nothing is priced, and no answer
+// counts as unpriced.
+func TestWithoutPricingNothingIsUnpriced(t *testing.T) {
+	c := newConvo(t)
+	id := c.send(user("hi"))
+	c.reply(id, "end_turn", usage(1000, 1, 0, 0))
+	for _, s := range c.rec.spans {
+		if s.Turn != nil && (s.Turn.Cost != 0 || s.Turn.Unpriced != 0) {
+			t.Errorf("turn: cost %v, unpriced %d", s.Turn.Cost, s.Turn.Unpriced)
+		}
 	}
 }
 

@@ -167,3 +167,28 @@ func TestTurnsOpenedAtOneMessageHaveTraceIDsOfTheirOwn(t *testing.T) {
 		t.Fatalf("want a handed-off part and its return in one trace:\n%s", c.rec.traces())
 	}
 }
+
+// TestUnnamedSessionsGetRandomTraceIDs: a session the client did not name is keyed by a
+// fingerprint of its first text, which different people's conversations can share: their
+// turns must not get the same trace id, as turns of one named session on two replicas do.
+func TestUnnamedSessionsGetRandomTraceIDs(t *testing.T) {
+	rootOf := func(session string, seed uint64) TraceID {
+		c := newConvo(t, WithIDSource(func() uint64 { seed++; return seed }))
+		c.session = session
+		id := c.send(user("hi"))
+		c.reply(id, "end_turn", usage(1, 1, 0, 0))
+		for _, s := range c.rec.spans {
+			if s.Turn != nil {
+				return s.TraceID
+			}
+		}
+		t.Fatal("no turn")
+		return TraceID{}
+	}
+	if a, b := rootOf("", 1), rootOf("", 1000); a == b {
+		t.Errorf("two unnamed sessions that begin alike share trace id %s", a)
+	}
+	if a, b := rootOf("s1", 1), rootOf("s1", 1000); a != b {
+		t.Errorf("one named session on two replicas: trace ids %s and %s", a, b)
+	}
+}

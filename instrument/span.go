@@ -158,9 +158,11 @@ type Chat struct {
 	// when it carries one.
 	Synthetic Synthetic
 	// Cost is the estimated USD cost of the answer's usage; Priced is false when there was no
-	// usage or the price table does not know the model (see WithPricing).
-	Cost   float64
-	Priced bool
+	// usage or the price table does not know the model (see WithPricing). Unpriced is true when
+	// a price table is set and could not price an answer with usage.
+	Cost     float64
+	Priced   bool
+	Unpriced bool
 	// PlanMode is true when the request carries Plan Mode reminders.
 	PlanMode bool
 	// Prompt is the human text preview of a turn request; empty unless content capture is on.

@@ -1,6 +1,7 @@
 package instrument
 
 import (
+	"iter"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
@@ -9,8 +10,11 @@ import (
 // session is everything the tracker keeps about one Claude Code session. It is proportional to
 // the tool calls and subagents in flight, never to the conversation's history.
 type session struct {
-	id       string
-	agent    string // the main agent's name: "claude-code", or "api-client" for other clients
+	id    string
+	agent string // the main agent's name: "claude-code", or "api-client" for other clients
+	// clientID is set when the client named the session (a header or metadata.user_id), not
+	// when id is a fingerprint of the conversation or "unknown".
+	clientID bool
 	lastSeen time.Time
 	turns    int   // turns started so far (for Turn.Index)
 	turn     *turn // the open turn of the main chain, if any
@@ -77,6 +81,18 @@ type subagentRun struct {
 	// root and totals are where span and span.Subagent live (one allocation, not three).
 	root   Span
 	totals Subagent
+}
+
+// openTotals yields the totals of r and of the runs that started it, those whose spans have not
+// ended (an ended span is out already, with the totals it had). r may be nil: nothing.
+func (r *subagentRun) openTotals() iter.Seq[*Subagent] {
+	return func(yield func(*Subagent) bool) {
+		for run := r; run != nil; run = run.parent {
+			if !run.ended && !yield(run.span.Subagent) {
+				return
+			}
+		}
+	}
 }
 
 // openTool is a tool call whose result has not arrived yet.

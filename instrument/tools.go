@@ -79,10 +79,8 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 			tr.span.Turn.ToolCalls++
 			tr.span.Turn.ToolCounts[tu.Name]++
 		}
-		for run := ex.sub; run != nil; run = run.parent {
-			if !run.ended {
-				run.span.Subagent.ToolCalls++
-			}
+		for sa := range ex.sub.openTotals() {
+			sa.ToolCalls++
 		}
 		t.sink.SpanStarted(span)
 	}
@@ -99,7 +97,7 @@ func (t *Tracker) closeTools(sess *session, body *wire.Body, now time.Time) (int
 	}
 	trailing := body.Messages[from:]
 	for _, m := range trailing {
-		if m.Role == wire.RoleUser && strings.Contains(m.Text, interruptMarker) {
+		if m.Role == wire.RoleUser && m.Synthetic == wire.SyntheticInterrupt {
 			interrupted = true
 		}
 	}
@@ -158,10 +156,8 @@ func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Tim
 				tr.span.Turn.ToolErrors++
 				tr.span.Turn.ToolFailures[span.Tool.Name]++
 			}
-			for run := tool.sub; run != nil; run = run.parent {
-				if !run.ended {
-					run.span.Subagent.ToolErrors++
-				}
+			for sa := range tool.sub.openTotals() {
+				sa.ToolErrors++
 			}
 		}
 	}

@@ -1,7 +1,7 @@
 package instrument
 
 // maxTurnTraces is how many trace ids of turns the tracker remembers: far more turns than a sink
-// keeps (summary.Store holds 200), in about 400 KB.
+// such as summary.Store keeps, at a few dozen bytes each.
 const maxTurnTraces = 8192
 
 // traceSet is a bounded set of trace ids, forgetting the oldest first. The zero value is empty

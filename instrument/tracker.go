@@ -17,9 +17,7 @@ import (
 
 // Markers Claude Code puts in requests, from captured traffic (docs/wire.md).
 const (
-	compactionPrompt   = "CRITICAL: Respond with TEXT ONLY"
 	continuationPrefix = "This session is being continued from a previous conversation"
-	interruptMarker    = "[Request interrupted by user"
 	asyncAgentMarker   = "Async agent launched"
 	mainAgentName      = "claude-code"
 	// otherClientName names the main agent of sessions that show no sign of Claude Code (other
@@ -212,7 +210,8 @@ func (t *Tracker) Tick(now time.Time) {
 	t.reportSessions()
 }
 
-// Close ends every open span as of now (outcome "shutdown") and forgets all state.
+// Close ends every open span as of now (outcome "shutdown", or "handed_off" with WithReplica:
+// another replica may go on with the turn) and forgets all state.
 func (t *Tracker) Close(now time.Time) {
 	ids := make([]uint64, 0, len(t.open))
 	for id := range t.open {
@@ -272,10 +271,11 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 		t.evict(oldest, req.Time, OutcomeEvicted)
 	}
 	s := &session{
-		id:     id,
-		agent:  otherClientName,
-		agents: make(map[string]*chain),
-		tools:  make(map[string]*openTool),
+		id:       id,
+		agent:    otherClientName,
+		clientID: req.Headers.SessionID != "" || (req.Body != nil && req.Body.MetadataSessionID != ""),
+		agents:   make(map[string]*chain),
+		tools:    make(map[string]*openTool),
 	}
 	if req.Headers.SessionID != "" || strings.HasPrefix(req.Headers.UserAgent, "claude-cli/") ||
 		(req.Body != nil && req.Body.System.BillingHeader != "") {
@@ -409,7 +409,7 @@ func endTime(resp *wire.Response, start time.Time) time.Time {
 
 func isCompactionSummary(b *wire.Body) bool {
 	last := lastConversational(b)
-	return last != nil && last.Role == wire.RoleUser && strings.HasPrefix(strings.TrimSpace(last.Text), compactionPrompt)
+	return last != nil && last.Role == wire.RoleUser && last.Synthetic == wire.SyntheticCompaction
 }
 
 func (t *Tracker) chatName(req *wire.Request) string {

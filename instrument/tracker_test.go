@@ -250,6 +250,25 @@ invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=1 out=1]
 `)
 }
 
+func TestResumedSessionInterruptEndsTurn(t *testing.T) {
+	// A session resumed after its process stopped mid-turn: Claude Code's own interrupt text
+	// comes with what the user types next, which is a new prompt.
+	c := newConvo(t)
+	p := user("refactor everything")
+	id := c.send(p)
+	c.reply(id, "tool_use", usage(1, 1, 0, 0), tool("toolu_1", "Edit"))
+	c.tick(3 * time.Second)
+	id = c.send(p, assistant("toolu_1"), results("!toolu_1"), user("[Request interrupted: the session ended before the response finished]\nfix the typo instead"))
+	c.reply(id, "end_turn", usage(1, 1, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=interrupted req=1 tools=1 in=1 out=1]
+  chat claude-sonnet-4-6 [kind=turn stop=tool_use]
+  execute_tool Edit [outcome=interrupted ERROR:interrupted]
+invoke_agent claude-code [turn=2 outcome=end_turn req=1 tools=0 in=1 out=1]
+  chat claude-sonnet-4-6 [kind=turn synthetic=interrupt stop=end_turn]
+`)
+}
+
 func TestQueuedTextWithToolResultsContinuesTurn(t *testing.T) {
 	// Text the user typed while tools ran travels with the tool results: still the same turn.
 	c := newConvo(t)
@@ -364,6 +383,28 @@ func TestAutoCompactionInsideTurn(t *testing.T) {
 invoke_agent claude-code [turn=1 outcome=end_turn req=3 tools=1 in=305000 out=2110]
   chat claude-sonnet-4-6 [kind=turn stop=tool_use]
   execute_tool Bash [outcome=success]
+  chat claude-sonnet-4-6 [kind=compaction synthetic=compaction stop=end_turn]
+  chat claude-sonnet-4-6 [kind=turn compaction=auto stop=end_turn]
+`)
+}
+
+// TestAutoCompactionAfterMaxTokens: an answer that ran out of output tokens, then an automatic
+// compaction that outlasts the recovery window: the turn waits for the compaction, it does not
+// end while the compaction runs.
+func TestAutoCompactionAfterMaxTokens(t *testing.T) {
+	c := newConvo(t)
+	p := user("long task")
+	id := c.send(p)
+	c.reply(id, "max_tokens", usage(150000, 10, 0, 0))
+	id = c.send(p, assistant(), user("CRITICAL: Respond with TEXT ONLY. Do NOT call any tools."))
+	c.tick(2 * recoveryWindow)
+	c.tr.Tick(c.now)
+	c.reply(id, "end_turn", usage(150000, 2000, 0, 0))
+	id = c.send(user("This session is being continued from a previous conversation that ran out of context."), user("Please continue the conversation from where we left off"))
+	c.reply(id, "end_turn", usage(5000, 100, 0, 0))
+	c.check(`
+invoke_agent claude-code [turn=1 outcome=end_turn req=3 tools=0 in=305000 out=2110]
+  chat claude-sonnet-4-6 [kind=turn stop=max_tokens]
   chat claude-sonnet-4-6 [kind=compaction synthetic=compaction stop=end_turn]
   chat claude-sonnet-4-6 [kind=turn compaction=auto stop=end_turn]
 `)

@@ -23,7 +23,7 @@ func (t *Tracker) startCompaction(ex *exchange) {
 	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
 	ex.chain.messages = len(body.Messages)
 	if tr := sess.turn; tr != nil && !tr.compactionOnly {
-		t.startChild(ex, tr.span, tr)
+		t.joinTurn(ex, tr, ex.span.Start)
 		return
 	}
 	tr := t.startTurn(sess, ex.span.Start, ex)
@@ -232,7 +232,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		Link:      ex.span.Link,
 		Turn:      &tr.totals,
 	}
-	if l := ex.span.Link; t.cfg.joinClient && l != nil && t.traces.claim(l.TraceID) {
+	if l := ex.span.Link; t.cfg.joinClient && l != nil && l.Sampled && t.traces.claim(l.TraceID) {
 		// The turn goes into the client's trace, under the span that sent its first request.
 		tr.root.TraceID, tr.root.Parent, tr.root.ClientParent, tr.root.Link = l.TraceID, l.SpanID, true, nil
 	} else {
@@ -268,8 +268,11 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // sees) goes on with: a hash of the session, the conversation's first human text and the index
 // of the message that opened the turn (wire.Body.TurnOpener). Every request of a turn carries
 // them, so a cctrace that picks a session up mid-turn (another replica, or this one after a
-// restart) puts its part of the turn in the same trace. Without them (a body not decoded, no
-// message that opens a turn) the id is random.
+// restart) puts its part of the turn in the same trace (up to a limit wire.Body.TurnOpener
+// names). Without them (a body not decoded, no message that opens a turn) the id is random, and
+// so it is in a session the client did not name (a fingerprint of its first text, or
+// "unknown"): people whose conversations begin alike share such a session id, and must not
+// share trace ids.
 //
 // Two turns of one session can open at the same message: the user rewinds the conversation and
 // prompts again, or sends a prompt again that Claude Code put back after an interruption before
@@ -278,7 +281,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 // tell, and joins the first. (And a part of such a turn that was handed off and comes back
 // here starts a trace of its own.)
 func (t *Tracker) turnTraceID(sess *session, body *wire.Body) TraceID {
-	if body == nil || body.TurnOpener < 0 {
+	if body == nil || body.TurnOpener < 0 || !sess.clientID {
 		return t.traceID()
 	}
 	b := append(t.hashBuf[:0], sess.id...)
@@ -313,6 +316,8 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopRea
 	}
 	sess.turn = nil
 	tr.ended = true
+	// A cut answer that was not resumed before its turn ended is resumed by nothing later.
+	sess.main.cut = false
 	if outcome == OutcomeHandedOff {
 		// The rest of the turn went to another replica; it may come back here.
 		t.traces.release(tr.span.TraceID)
@@ -444,17 +449,13 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 	if model == "" && chat.Request.Body != nil {
 		model = chat.Request.Body.Model
 	}
-	for run := ex.sub; run != nil; run = run.parent {
-		if run.ended {
-			continue // its span is out already, with the totals it had
-		}
-		sa := run.span.Subagent
+	for sa := range ex.sub.openTotals() {
 		sa.Requests++
 		if chat.Attempt > 0 {
 			sa.Retries++
 		}
 		sa.Usage = addUsage(sa.Usage, u)
-		addCost(&sa.Cost, &sa.Unpriced, chat)
+		chat.AddCost(&sa.Cost, &sa.Unpriced)
 	}
 	tr := ex.turn
 	if tr == nil || tr.ended {
@@ -466,7 +467,7 @@ func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
 		tt.Retries++
 	}
 	tt.Usage = addUsage(tt.Usage, u)
-	addCost(&tt.Cost, &tt.Unpriced, chat)
+	chat.AddCost(&tt.Cost, &tt.Unpriced)
 	if model != "" && !contains(tt.Models, model) {
 		if tt.Models == nil {
 			tt.Models = tr.firstModel[:0] // most turns use one model
@@ -489,15 +490,16 @@ func (t *Tracker) price(chat *Chat) {
 	if msg.Model != "" {
 		chat.Cost, chat.Priced = t.cfg.price(msg.Model, msg.Usage)
 	}
+	chat.Unpriced = !chat.Priced
 }
 
-// addCost adds the cost of chat's answer to a total, or counts it as unpriced when it had
-// usage that could not be priced.
-func addCost(total *float64, unpriced *int, chat *Chat) {
+// AddCost adds the cost of c's answer to a total, or counts it as unpriced when the price table
+// (WithPricing) could not price its usage.
+func (c *Chat) AddCost(total *float64, unpriced *int) {
 	switch {
-	case chat.Priced:
-		*total += chat.Cost
-	case chat.Response != nil && chat.Response.Message != nil:
+	case c.Priced:
+		*total += c.Cost
+	case c.Unpriced:
 		*unpriced++
 	}
 }

@@ -707,7 +707,7 @@ func (p *bodyParser) finish() {
 	for i := max(lastAssistant(msgs), 0); i < len(msgs); i++ {
 		p.materialize(&msgs[i], &p.msgs[i], i == last)
 	}
-	firstUser, lastUser := -1, -1
+	firstUser := -1
 	for i, m := range msgs {
 		if m.Role != RoleUser {
 			continue
@@ -715,7 +715,6 @@ func (p *bodyParser) finish() {
 		if firstUser < 0 {
 			firstUser = i
 		}
-		lastUser = i
 		if p.msgs[i].compact {
 			p.out.CompactCommand = true
 		}
@@ -727,9 +726,6 @@ func (p *bodyParser) finish() {
 			p.out.FirstHumanText = truncate(full, HumanTextLimit)
 			msgs[firstUser].Text = p.out.FirstHumanText
 		}
-	}
-	if lastUser >= 0 {
-		p.out.TaskNotification = p.msgs[lastUser].taskNotification
 	}
 	// Claude Code announces Plan Mode in a system-role message (or a reminder in a user message)
 	// that stays in the history, and its end in a later one: the last of them decides.

@@ -18,8 +18,8 @@ const checkpointRing = 4
 const quickCheckLen = 4 << 10
 
 // DefaultBodyCacheMessages is the default bound of NewBodyCache: decoded messages kept over all
-// conversations. A message costs about 40 bytes (see pastMessage), so the default stays under
-// about 10 MB: some 200 conversations of 1 MB (1,100 messages each).
+// conversations. A message costs what a pastMessage does (unsafe.Sizeof), so the bound is one on
+// memory too.
 const DefaultBodyCacheMessages = 256 << 10
 
 // maxResumeInput bounds the buffer a BodyCache keeps for what it decodes of a resumed body.
@@ -102,7 +102,7 @@ type checkpoint struct {
 
 // pastMessage is what a BodyCache keeps of a message before the last ones of a body: what
 // finish leaves of it when it comes before the last assistant message, and the flags of its
-// text. 36 bytes, against the 120 of a Message and the 64 of its text.
+// text: a fraction of a Message, which also holds its text.
 type pastMessage struct {
 	blocks    BlockCounts
 	role      uint8 // index in pastRoles
@@ -198,9 +198,9 @@ type BodyCacheOption func(*BodyCache)
 // ReuseMessages makes the Messages of the Bodies a BodyCache returns share one array, which the
 // next Parse or DecodeRequest overwrites: for a caller that is done with a body's messages
 // before it decodes the next one, as the pipeline is (the tracker reads them while it takes the
-// request, and keeps only their count). A resumed 1 MB conversation then costs a copy of its
-// ~1,000 decoded messages into that array instead of a new ~130 KB array for the garbage
-// collector each time. The rest of a Body is its own. Default off: every Body is its own.
+// request, and keeps only their count). A resumed conversation then costs a copy of its decoded
+// messages into that array instead of a new array for the garbage collector each time. The rest
+// of a Body is its own. Default off: every Body is its own.
 func ReuseMessages() BodyCacheOption { return func(c *BodyCache) { c.reuse = true } }
 
 // Stats reports how many bodies were resumed from a remembered one, and how many were decoded

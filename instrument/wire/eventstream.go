@@ -83,7 +83,7 @@ func (d *StreamDecoder) writeFrames(p []byte, now time.Time) {
 			break
 		}
 		if total > maxFrame {
-			d.skip("event-stream frame longer than 4 MiB")
+			d.skip(fmt.Sprintf("event-stream frame longer than %d bytes", maxFrame))
 			f.skip = total
 			continue
 		}
@@ -127,6 +127,9 @@ func (d *StreamDecoder) handleFrame(msg eventstream.Message, now time.Time) {
 		}
 		if err := d.handleEvent(nil, event, now); err != nil {
 			d.skip(err.Error())
+		}
+		if f := d.frames; cap(f.event) > maxScratchBuf {
+			f.event = nil // do not hold a large event's buffer for the rest of the stream
 		}
 	case "exception":
 		d.errType = headerString(msg.Headers, ":exception-type")

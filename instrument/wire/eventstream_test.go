@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -154,7 +155,7 @@ func TestEventStreamDecoderExceptionsAndDamage(t *testing.T) {
 		{
 			name:      "overlong frame skipped",
 			stream:    append([]byte{0, 0x80, 0, 0}, start...),
-			parseErr:  "decoding event stream: skipped 1 events (first: event-stream frame longer than 4 MiB)",
+			parseErr:  fmt.Sprintf("decoding event stream: skipped 1 events (first: event-stream frame longer than %d bytes)", maxFrame),
 			wantInput: 0,
 		},
 	}
@@ -250,4 +251,19 @@ data: {"type":"message_stop"}
 			t.Fatalf("split at %d:\n got %+v\nwant %+v", split, got, want)
 		}
 	})
+}
+
+// TestEventStreamDecoderDropsLargeEventBuffer: a large event's decoded bytes are not held for
+// the rest of the stream.
+func TestEventStreamDecoderDropsLargeEventBuffer(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	text := strings.Repeat("x", 4*maxScratchBuf)
+	event := []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}`)
+	d := NewEventStreamDecoder()
+	d.Write(chunkFrame(t, []byte(`{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":1}}}`)), now)
+	d.Write(chunkFrame(t, []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)), now)
+	d.Write(chunkFrame(t, event), now)
+	if c := cap(d.frames.event); c > maxScratchBuf {
+		t.Errorf("the decoder holds a %d-byte event buffer after a large event", c)
+	}
 }

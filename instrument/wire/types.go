@@ -157,11 +157,11 @@ type Body struct {
 	// own text of a kind that opens turns (all but the resumptions of a cut answer), and no tool
 	// results unless it says the user interrupted. -1 when there is none. With the session and
 	// the first human text it names the turn the same way on any cctrace that decodes any of
-	// the turn's requests.
+	// the turn's requests, up to the first of Claude Code's own texts that open a turn when none
+	// is open but continue an open one (a correction, hook feedback, a safety stop, a task
+	// notification): the history cannot tell which it did, so from that message on TurnOpener
+	// points at it, and a cctrace that picks the turn up after it names the turn anew.
 	TurnOpener int
-	// TaskNotification is true when the last user message carries a <task-notification>: Claude
-	// Code reporting that a background task (e.g. a background subagent) finished.
-	TaskNotification bool
 }
 
 // HumanTextLimit bounds the human text kept from a request (previews and prefix matching).

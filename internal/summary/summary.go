@@ -301,7 +301,7 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 		t.addLive(sp)
 	}
 	if t != nil && sp.Chat != nil && t.Running() {
-		addCost(&t.Cost, &t.Unpriced, sp.Chat)
+		sp.Chat.AddCost(&t.Cost, &t.Unpriced)
 		if cp := sp.Chat.Compaction; cp != nil {
 			t.Compacted = cp.Trigger
 		}
@@ -346,17 +346,6 @@ func chatUsage(c *instrument.Chat) *wire.Usage {
 		return nil
 	}
 	return &c.Response.Message.Usage
-}
-
-// addCost adds a chat span's cost (instrument.WithPricing) to a total, or counts it as unpriced
-// when it had usage that could not be priced.
-func addCost(total *float64, unpriced *int, c *instrument.Chat) {
-	switch {
-	case c.Priced:
-		*total += c.Cost
-	case chatUsage(c) != nil:
-		*unpriced++
-	}
 }
 
 // addLive keeps the running totals of an open turn.
@@ -484,7 +473,7 @@ func (s *Store) countSession(sp *instrument.Span) {
 		if u := chatUsage(c); u != nil {
 			tot.Tokens.add(tokensOf(*u))
 		}
-		addCost(&tot.Cost, &tot.Unpriced, c)
+		c.AddCost(&tot.Cost, &tot.Unpriced)
 		tot.Messages.count(c)
 		tot.noteContext(c)
 	}

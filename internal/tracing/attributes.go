@@ -57,6 +57,7 @@ const (
 	keyRequestPrompt           = attribute.Key("cctrace.request.prompt")
 	keyRequestSynthetic        = attribute.Key("cctrace.request.synthetic")
 	keyRequestNewBlocksPrefix  = "cctrace.request.new_blocks."
+	keyResponseBlocksPrefix    = "cctrace.response.blocks."
 	keyClientRequestID         = attribute.Key("cctrace.client.request_id")
 	keyRetryAttempt            = attribute.Key("cctrace.retry.attempt")
 	keyUsageCacheCreation5m    = attribute.Key("cctrace.usage.cache_creation.ephemeral_5m.input_tokens")
@@ -255,6 +256,11 @@ func (b attributeSet) chat(a *attrs, s *instrument.Span) {
 			a.add(newBlockKey(k).Int(n))
 		}
 	}
+	for typ, n := range c.ResponseBlocks {
+		if n > 0 {
+			a.add(responseBlockKey(typ).Int(n))
+		}
+	}
 	if b.capture {
 		a.str(keyRequestPrompt, c.Prompt)
 	}
@@ -413,22 +419,41 @@ var attrsPool = sync.Pool{New: func() any {
 	return &a
 }}
 
+// blockTypes are the block types wire decodes (it reports anything else as "other").
+var blockTypes = []wire.BlockType{
+	wire.BlockText, wire.BlockToolUse, wire.BlockToolResult, wire.BlockThinking,
+	wire.BlockRedactedThinking, wire.BlockImage, wire.BlockDocument, wire.BlockOther,
+}
+
 // newBlockKeys are the cctrace.request.new_blocks.<role>.<type> keys of the roles and block types
-// that wire decodes (it reports anything else as "other"), built once rather than per span.
+// that wire decodes, built once rather than per span.
 var newBlockKeys = func() map[instrument.BlockKey]attribute.Key {
 	roles := []wire.Role{wire.RoleUser, wire.RoleAssistant, wire.RoleSystem, wire.RoleOther}
-	types := []wire.BlockType{
-		wire.BlockText, wire.BlockToolUse, wire.BlockToolResult, wire.BlockThinking,
-		wire.BlockRedactedThinking, wire.BlockImage, wire.BlockDocument, wire.BlockOther,
-	}
-	m := make(map[instrument.BlockKey]attribute.Key, len(roles)*len(types))
+	m := make(map[instrument.BlockKey]attribute.Key, len(roles)*len(blockTypes))
 	for _, r := range roles {
-		for _, t := range types {
+		for _, t := range blockTypes {
 			m[instrument.BlockKey{Role: r, Type: t}] = attribute.Key(keyRequestNewBlocksPrefix + string(r) + "." + string(t))
 		}
 	}
 	return m
 }()
+
+// responseBlockKeys are the cctrace.response.blocks.<type> keys of the block types wire decodes.
+var responseBlockKeys = func() map[wire.BlockType]attribute.Key {
+	m := make(map[wire.BlockType]attribute.Key, len(blockTypes))
+	for _, t := range blockTypes {
+		m[t] = attribute.Key(keyResponseBlocksPrefix + string(t))
+	}
+	return m
+}()
+
+// responseBlockKey is the attribute key that counts an answer's blocks of type typ.
+func responseBlockKey(typ wire.BlockType) attribute.Key {
+	if key, ok := responseBlockKeys[typ]; ok {
+		return key
+	}
+	return attribute.Key(keyResponseBlocksPrefix + string(typ))
+}
 
 // newBlockKey is the attribute key that counts k's blocks.
 func newBlockKey(k instrument.BlockKey) attribute.Key {

@@ -104,7 +104,8 @@ func turnSteps() []step {
 		Chat: &instrument.Chat{
 			Kind: instrument.RequestTurn, Request: messagesRequest("claude-opus-4-6", 0), Messages: 7, PlanMode: true,
 			Compacted: true, Prompt: "fix the flaky test",
-			NewBlocks: map[instrument.BlockKey]int{{Role: wire.RoleUser, Type: wire.BlockText}: 2},
+			NewBlocks:      map[instrument.BlockKey]int{{Role: wire.RoleUser, Type: wire.BlockText}: 2},
+			ResponseBlocks: map[wire.BlockType]int{wire.BlockText: 1, wire.BlockToolUse: 1},
 		},
 	}
 	tool := &instrument.Span{
@@ -332,6 +333,8 @@ func TestSinkSpans(t *testing.T) {
 				"cctrace.response.body_bytes":                            attribute.Int64Value(5120),
 				"cctrace.response.tool_uses":                             attribute.IntValue(1),
 				"cctrace.request.new_blocks.user.text":                   attribute.IntValue(2),
+				"cctrace.response.blocks.text":                           attribute.IntValue(1),
+				"cctrace.response.blocks.tool_use":                       attribute.IntValue(1),
 				"cctrace.client.request_id":                              attribute.StringValue("client-req-1"),
 				"user_agent.original":                                    attribute.StringValue("claude-cli/2.1.328 (external, cli)"),
 			},
