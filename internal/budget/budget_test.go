@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +264,43 @@ func TestPrometheusSpend(t *testing.T) {
 	if err := src.Seed(context.Background(), l); err == nil || l.Spent(ScopePerson, "alice", Daily) != 7.5 {
 		t.Errorf("a failed query: %v, and the last seeds must stay", err)
 	}
+}
+
+// TestRunSeedingDropsStaleSeeds: when Prometheus stops answering, the last seeds stay for a few
+// intervals and are then dropped, so that a person is judged on this replica's own count rather
+// than refused for ever on an old answer.
+func TestRunSeedingDropsStaleSeeds(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"user":"alice"},"value":[1,"7.5"]}]}}`)
+	}))
+	defer prom.Close()
+	src, err := NewPrometheusSpend(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunSeeding(ctx, src, l, 20*time.Millisecond, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+	waitFor("never seeded", func() bool { return l.Spent(ScopePerson, "alice", Daily) == 7.5 })
+	up.Store(false)
+	waitFor("stale seeds never dropped", func() bool { return l.Spent(ScopePerson, "alice", Daily) == 0 })
 }

@@ -168,6 +168,13 @@ func (l *Ledger) Seed(scope, name, window string, usd float64) {
 	l.seeds[seedKey{scope, name, window}] = usd
 }
 
+// dropSeeds forgets what Seed set: Spent answers this process's own count again.
+func (l *Ledger) dropSeeds() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seeds = map[seedKey]float64{}
+}
+
 // Totals returns the spend of every person or team (scope) with spend in the last 30 days,
 // most in the last 24 hours first, with their budgets from b (nil: none).
 func (l *Ledger) Totals(scope string, b *Budgets) []summary.SpendTotal {

@@ -104,20 +104,32 @@ func (p *PrometheusSpend) query(ctx context.Context, expr, label string) (map[st
 }
 
 // RunSeeding seeds l from p every interval until ctx is done. A failed query is logged when it
-// starts failing and when it recovers, not every time; the seeds of the last answer stay.
+// starts failing and when it recovers, not every time. The seeds of the last answer stay for
+// three intervals; past that, while Prometheus still does not answer, they are dropped, and
+// budgets are enforced on this replica's own count: seeds that never expired would go on
+// refusing someone whose spend has long left the window.
 func RunSeeding(ctx context.Context, p *PrometheusSpend, l *Ledger, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	failing := false
+	failing, dropped := false, false
+	lastOK := time.Now()
 	for {
 		err := p.Seed(ctx, l)
 		switch {
-		case err != nil && !failing && ctx.Err() == nil:
-			log.Warn("cannot read spend from Prometheus: budgets are enforced on this replica's own count", "error", err)
+		case err == nil:
+			if failing {
+				log.Info("reading spend from Prometheus again")
+			}
+			failing, dropped, lastOK = false, false, time.Now()
+		case ctx.Err() != nil:
+		case !failing:
+			log.Warn("cannot read spend from Prometheus: budgets go on with its last answer for now", "error", err)
 			failing = true
-		case err == nil && failing:
-			log.Info("reading spend from Prometheus again")
-			failing = false
+		}
+		if failing && !dropped && time.Since(lastOK) > 3*interval {
+			l.dropSeeds()
+			dropped = true
+			log.Warn("Prometheus has not answered for a while: budgets are enforced on this replica's own count", "since", lastOK.Format(time.RFC3339))
 		}
 		select {
 		case <-ctx.Done():
