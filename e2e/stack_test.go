@@ -248,7 +248,7 @@ func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ANTHROPIC_") || strings.HasPrefix(name, "OTEL_") || strings.HasPrefix(name, "CLAUDE") || strings.HasPrefix(name, "CCTRACE_") || name == "HOME" {
+		if strings.HasPrefix(name, "ANTHROPIC_") || strings.HasPrefix(name, "OTEL_") || strings.HasPrefix(name, "CLAUDE") || strings.HasPrefix(name, "CCTRACE_") || name == "HOME" || name == "XDG_STATE_HOME" {
 			continue
 		}
 		env = append(env, kv)

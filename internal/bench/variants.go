@@ -311,7 +311,9 @@ func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint st
 	v, err := startVariant(ctx, name, dir, env, "", mport, bin, "serve",
 		"--listen", "127.0.0.1:"+strconv.Itoa(port),
 		"--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport),
-		"--upstream", upstream, "--log-level", "warn")
+		"--upstream", upstream, "--log-level", "warn",
+		// Its fingerprint secret in the run's directory, not in the user's state directory.
+		"--state-dir", filepath.Join(dir, name+"-state"))
 	if err != nil {
 		return nil, err
 	}
