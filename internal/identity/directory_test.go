@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +111,31 @@ func TestStateSecret(t *testing.T) {
 	st, err := os.Stat(filepath.Join(dir, SecretFileName))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("secret file mode %v, %v", st.Mode(), err)
+	}
+}
+
+// TestStateSecretRace: processes starting at once with no secret yet all end up with the one
+// that was written, never an error for a file still empty, and no temporary file is left.
+func TestStateSecretRace(t *testing.T) {
+	for range 20 {
+		dir := filepath.Join(t.TempDir(), "state")
+		got := make([]string, 8)
+		errs := make([]error, 8)
+		var wg sync.WaitGroup
+		for i := range got {
+			wg.Go(func() {
+				s, _, err := StateSecret(dir)
+				got[i], errs[i] = string(s), err
+			})
+		}
+		wg.Wait()
+		for i := range got {
+			if errs[i] != nil || got[i] != got[0] {
+				t.Fatalf("caller %d: %q, %v; caller 0: %q", i, got[i], errs[i], got[0])
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, SecretFileName+".*")); len(left) > 0 {
+			t.Fatalf("temporary files left: %v", left)
+		}
 	}
 }

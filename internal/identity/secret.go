@@ -48,20 +48,25 @@ func StateSecret(dir string) (secret []byte, created bool, err error) {
 		return nil, false, fmt.Errorf("generating identity secret: %w", err)
 	}
 	text := hex.EncodeToString(raw[:])
-	// O_EXCL: two cctrace processes starting at once must not each write a secret of their own.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		secret, err = LoadSecret(path)
-		return secret, false, err
-	}
+	// Written whole to a file of its own, then linked into place: link fails when the name
+	// exists, so of two cctrace processes starting at once one writes the secret and the other
+	// reads it, never a file still empty.
+	tmp, err := os.CreateTemp(dir, SecretFileName+".*")
 	if err != nil {
 		return nil, false, fmt.Errorf("writing identity secret: %w", err)
 	}
-	if _, err := f.WriteString(text + "\n"); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(text + "\n"); err != nil {
+		tmp.Close()
 		return nil, false, fmt.Errorf("writing identity secret: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
+		return nil, false, fmt.Errorf("writing identity secret: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		secret, err = LoadSecret(path)
+		return secret, false, err
+	} else if err != nil {
 		return nil, false, fmt.Errorf("writing identity secret: %w", err)
 	}
 	return []byte(text), true, nil
