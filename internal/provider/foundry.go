@@ -38,6 +38,9 @@ func newFoundryAuth(key string) (*foundryAuth, error) {
 	return &foundryAuth{cred: cred}, nil
 }
 
+// credentialTimeout bounds one attempt to get a token.
+const credentialTimeout = 30 * time.Second
+
 // tokenMargin is how long before its expiry a token is replaced.
 const tokenMargin = 5 * time.Minute
 
@@ -47,7 +50,11 @@ func (f *foundryAuth) token(ctx context.Context) (string, error) {
 	if f.tok.Token != "" && time.Until(f.tok.ExpiresOn) > tokenMargin {
 		return f.tok.Token, nil
 	}
-	tok, err := f.cred.GetToken(context.WithoutCancel(ctx), policy.TokenRequestOptions{Scopes: []string{foundryScope}})
+	// The token outlives this request, so not its context; but a stalled identity endpoint must
+	// not hold every request (and shutdown) behind this lock for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), credentialTimeout)
+	defer cancel()
+	tok, err := f.cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{foundryScope}})
 	if err != nil {
 		return "", fmt.Errorf("getting a Microsoft Entra ID token: %w", err)
 	}
