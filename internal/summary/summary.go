@@ -384,7 +384,10 @@ func (t *Turn) addLive(sp *instrument.Span) {
 // turnFor returns the turn record of sp's trace, creating it for a root span. Spans of traces
 // that are not turns (standalone side requests) get a record of their own.
 func (s *Store) turnFor(sp *instrument.Span) *Turn {
-	if t := s.byTrace[sp.TraceID]; t != nil {
+	// A turn root in the trace of a turn that ended is a part of it that came back to this
+	// replica after it was handed off (instrument.OutcomeHandedOff): a record of its own, as
+	// the tracker made it a root of its own; the trace's id finds the latest part.
+	if t := s.byTrace[sp.TraceID]; t != nil && (sp.Kind != instrument.KindTurn || t.Running()) {
 		return t
 	}
 	if !isRoot(sp) {
@@ -551,8 +554,8 @@ func (s *Store) TurnsWhere(f Filter) []Turn {
 func (s *Store) Turn(traceID string) (Turn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, t := range s.turns {
-		if t.TraceID == traceID {
+	for i := len(s.turns) - 1; i >= 0; i-- { // the latest part of a turn handed off and back
+		if t := s.turns[i]; t.TraceID == traceID {
 			return t.clone(s.now()), true
 		}
 	}

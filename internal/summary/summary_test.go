@@ -357,3 +357,36 @@ func TestJoinedTurn(t *testing.T) {
 		t.Error("no line for the joined turn")
 	}
 }
+
+// TestTurnPartComesBack: a replica hands a turn off (its part ends handed_off) and the session
+// comes back to it within the turn: the tracker starts a second root in the same trace. The
+// store keeps the parts apart, each with its own totals, and the trace id finds the latest.
+func TestTurnPartComesBack(t *testing.T) {
+	s := New()
+	b := newSpans(7, "sess-back")
+	u := wire.Usage{InputTokens: 10, OutputTokens: 1}
+	var roots []*instrument.Span
+	for i, outcome := range []instrument.Outcome{instrument.OutcomeHandedOff, "end_turn"} {
+		at := time.Duration(i) * time.Hour
+		root := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", at)
+		s.SpanStarted(root)
+		chat := b.chat(root, at+time.Second, instrument.RequestTurn, 0)
+		s.SpanStarted(chat)
+		respond(chat, at+2*time.Second, u, nil)
+		s.SpanEnded(chat)
+		root.End = t0.Add(at + 3*time.Second)
+		root.Turn = &instrument.Turn{Index: 1, Outcome: outcome, Requests: 1, Usage: u, Cost: chat.Chat.Cost}
+		s.SpanEnded(root)
+		roots = append(roots, root)
+	}
+	got := s.Turns("") // newest first
+	if len(got) != 2 || got[1].Outcome != "handed_off" || got[0].Outcome != "end_turn" || got[0].Requests != 1 || got[1].Requests != 1 {
+		t.Fatalf("turns = %+v", got)
+	}
+	if !got[1].Start.Equal(roots[0].Start) || len(got[0].Spans) != 2 || len(got[1].Spans) != 2 {
+		t.Errorf("first part overwritten by the second: %+v", got)
+	}
+	if last, ok := s.Turn(got[0].TraceID); !ok || last.Outcome != "end_turn" {
+		t.Errorf("Turn(trace) = %+v, want the latest part", last)
+	}
+}
