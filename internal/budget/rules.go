@@ -99,8 +99,19 @@ groups:
 {{- range .Alerts}}
       - alert: {{.Name}}
         expr: |
+{{- if eq .Scope "person"}}
+          (
+            sum by (user) (increase(cctrace_cost_usd_total[{{.Range}}]))
+              >= on (user) group_left {{.Record}}{window="{{.Window}}"}
+          )
+          # The team the person spent most with in the window, for routing; the sum is the
+          # person's over every team, as enforcement counts it.
+          + on (user) group_left (team)
+            (0 * topk by (user) (1, sum by (user, team) (increase(cctrace_cost_usd_total[{{.Range}}]))))
+{{- else}}
           sum by ({{.By}}) (increase(cctrace_cost_usd_total[{{.Range}}]))
             >= on ({{.Label}}) group_left {{.Record}}{window="{{.Window}}"}
+{{- end}}
         labels:
           severity: warning
           budget_scope: {{.Scope}}
