@@ -49,7 +49,10 @@ type genAI struct {
 
 // genAIKey picks one attribute set: the model label (already capped), a token type or "", and
 // an error type or "".
-type genAIKey struct{ model, tokenType, errorType string }
+type genAIKey struct {
+	provider                    wire.Provider
+	model, tokenType, errorType string
+}
 
 func newGenAI(reg prometheus.Registerer) (*genAI, error) {
 	exporter, err := otelprom.New(
@@ -88,12 +91,12 @@ func (g *genAI) request(model string, s *instrument.Span, msg *wire.MessageInfo)
 	if s.Status == instrument.StatusError {
 		errType = g.errorTypes.value(s.ErrorType, "_OTHER")
 	}
-	g.duration.RecordSet(ctx, s.End.Sub(s.Start).Seconds(), g.attributes(genAIKey{model: model, errorType: errType}))
+	g.duration.RecordSet(ctx, s.End.Sub(s.Start).Seconds(), g.attributes(genAIKey{provider: c.Request.Provider, model: model, errorType: errType}))
 	if msg == nil {
 		return
 	}
-	g.tokens.RecordSet(ctx, int64(msg.Usage.TotalInput()), g.attributes(genAIKey{model: model, tokenType: string(genaiconv.TokenTypeInput)}))
-	g.tokens.RecordSet(ctx, int64(msg.Usage.OutputTokens), g.attributes(genAIKey{model: model, tokenType: string(genaiconv.TokenTypeOutput)}))
+	g.tokens.RecordSet(ctx, int64(msg.Usage.TotalInput()), g.attributes(genAIKey{provider: c.Request.Provider, model: model, tokenType: string(genaiconv.TokenTypeInput)}))
+	g.tokens.RecordSet(ctx, int64(msg.Usage.OutputTokens), g.attributes(genAIKey{provider: c.Request.Provider, model: model, tokenType: string(genaiconv.TokenTypeOutput)}))
 }
 
 // attributes returns the attribute set of k, built the first time it is asked for: the caps on
@@ -106,7 +109,7 @@ func (g *genAI) attributes(k genAIKey) attribute.Set {
 	}
 	kv := []attribute.KeyValue{
 		semconv.GenAIOperationNameChat,
-		semconv.GenAIProviderNameAnthropic,
+		semconv.GenAIProviderNameKey.String(k.provider.GenAIName()),
 		semconv.GenAIRequestModel(k.model),
 	}
 	if k.tokenType != "" {

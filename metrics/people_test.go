@@ -152,6 +152,30 @@ func TestGenAIClientMetrics(t *testing.T) {
 	}
 }
 
+// TestGenAIProviderName: gen_ai.provider.name on the metrics is the provider that answered, as on
+// the spans.
+func TestGenAIProviderName(t *testing.T) {
+	m, reg := newMetrics(t)
+	sp := chatSpec{trace: 1, model: sonnet, kind: instrument.RequestTurn, start: 0, end: 100, status: 200, stop: "end_turn",
+		usage: &wire.Usage{InputTokens: 1, OutputTokens: 1}}.span()
+	sp.Chat.Request.Provider = wire.ProviderBedrock
+	feed(m, sp)
+	for _, mf := range mustGather(t, reg) {
+		if mf.GetName() != NameGenAIOperationDuration {
+			continue
+		}
+		for _, met := range mf.GetMetric() {
+			for _, l := range met.GetLabel() {
+				if l.GetName() == "gen_ai_provider_name" && l.GetValue() != "aws.bedrock" {
+					t.Errorf("gen_ai_provider_name %q, want aws.bedrock", l.GetValue())
+				}
+			}
+		}
+		return
+	}
+	t.Error("no operation duration gathered")
+}
+
 func TestConfigLoadedAndBudgetRefused(t *testing.T) {
 	m, reg := newMetrics(t)
 	m.ConfigLoaded("directory", nil)

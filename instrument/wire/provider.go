@@ -35,6 +35,22 @@ func (p Provider) String() string {
 	}
 }
 
+// GenAIName returns the provider's gen_ai.provider.name in the OpenTelemetry GenAI semantic
+// conventions, for spans and metrics alike. Foundry serves Claude through the Azure AI
+// inference endpoint, and so is "azure.ai.inference".
+func (p Provider) GenAIName() string {
+	switch p {
+	case ProviderVertex:
+		return "gcp.vertex_ai"
+	case ProviderBedrock:
+		return "aws.bedrock"
+	case ProviderFoundry:
+		return "azure.ai.inference"
+	default:
+		return "anthropic"
+	}
+}
+
 // ParseProvider reads a provider name as String spells it (case-insensitive).
 func ParseProvider(s string) (Provider, error) {
 	for _, p := range Providers {

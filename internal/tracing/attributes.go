@@ -106,16 +106,7 @@ var (
 // services resources (*.services.ai.azure.com) as the Azure AI Inference API, which
 // azure.ai.inference names; azure.ai.openai is for Azure OpenAI's models only.
 func providerName(p wire.Provider) attribute.KeyValue {
-	switch p {
-	case wire.ProviderVertex:
-		return semconv.GenAIProviderNameGCPVertexAI
-	case wire.ProviderBedrock:
-		return semconv.GenAIProviderNameAWSBedrock
-	case wire.ProviderFoundry:
-		return semconv.GenAIProviderNameAzureAIInference
-	default:
-		return semconv.GenAIProviderNameAnthropic
-	}
+	return semconv.GenAIProviderNameKey.String(p.GenAIName())
 }
 
 // finishReasons are the gen_ai.response.finish_reasons values of the stop reasons the Messages API
