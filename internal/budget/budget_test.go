@@ -227,7 +227,7 @@ func TestPrometheusSpend(t *testing.T) {
 		queries = append(queries, q)
 		switch {
 		case strings.Contains(q, "by (user)") && strings.Contains(q, "[24h]"):
-			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"user":"alice"},"value":[1,"7.5"]}]}}`)
+			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"user":"alice"},"value":[1,"7.5"]},{"metric":{"user":"other"},"value":[1,"99"]}]}}`)
 		default:
 			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
 		}
@@ -252,8 +252,15 @@ func TestPrometheusSpend(t *testing.T) {
 	if got := l.Spent(ScopePerson, "alice", Monthly); got != 1 {
 		t.Errorf("monthly %v, want the ledger's own 1", got)
 	}
+	if got := l.Spent(ScopePerson, "other", Daily); got != 0 {
+		t.Errorf("the placeholder user %q was seeded with %v", "other", got)
+	}
 	if _, over := l.Over(loadTestBudgets(t), "alice", "platform"); !over {
 		t.Error("not over budget with 7.5 of 5 spent across replicas")
+	}
+	// The 30-day window reads a month of samples: asked again only after monthlyInterval.
+	if err := src.Seed(context.Background(), l); err != nil || len(queries) != 6 || strings.Contains(queries[5], "[30d]") {
+		t.Errorf("second seed: %v, queries %q", err, queries)
 	}
 	if _, err := NewPrometheusSpend("prometheus:9090"); err == nil {
 		t.Error("a URL without a scheme was accepted")

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // DefaultSeedInterval is how often RunSeeding asks Prometheus unless told otherwise: a scrape or
@@ -25,7 +28,15 @@ const DefaultSeedInterval = 30 * time.Second
 type PrometheusSpend struct {
 	base   *url.URL
 	client *http.Client
+	// monthly is the last answer for the 30-day window, and monthlyAt when it came: that
+	// query reads a month of samples, so it is asked at most every monthlyInterval.
+	monthly   map[seedKey]float64
+	monthlyAt time.Time
 }
+
+// monthlyInterval is how often Seed asks for the 30-day window again: a few minutes' spend
+// moves a monthly total little, and this replica's own count covers them meanwhile.
+const monthlyInterval = 10 * time.Minute
 
 // NewPrometheusSpend returns a source querying the Prometheus HTTP API at base
 // (http://prometheus:9090).
@@ -37,22 +48,43 @@ func NewPrometheusSpend(base string) (*PrometheusSpend, error) {
 	return &PrometheusSpend{base: u, client: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
-// Seed queries the spend of every person and team over both windows and seeds l with it,
-// replacing what was seeded before (someone no longer in the answer spent nothing there).
+// Seed queries the spend of every person and team over both windows (the 30-day one at most
+// every monthlyInterval) and seeds l with it, replacing what was seeded before (someone no
+// longer in the answer spent nothing there). The metrics' placeholder values
+// (metrics.Placeholder) name nobody and are not seeded.
 func (p *PrometheusSpend) Seed(ctx context.Context, l *Ledger) error {
+	now := time.Now()
 	seeds := map[seedKey]float64{}
+	monthly := p.monthly
+	askMonthly := monthly == nil || now.Sub(p.monthlyAt) >= monthlyInterval
+	if askMonthly {
+		monthly = map[seedKey]float64{}
+	}
 	for _, q := range []struct{ scope, label string }{{ScopePerson, "user"}, {ScopeTeam, "team"}} {
-		for _, w := range []struct{ window, rng string }{{Daily, "24h"}, {Monthly, "30d"}} {
+		for _, w := range []struct {
+			window, rng string
+			into        map[seedKey]float64
+			ask         bool
+		}{{Daily, "24h", seeds, true}, {Monthly, "30d", monthly, askMonthly}} {
+			if !w.ask {
+				continue
+			}
 			expr := fmt.Sprintf("sum by (%s) (increase(cctrace_cost_usd_total[%s]))", q.label, w.rng)
 			got, err := p.query(ctx, expr, q.label)
 			if err != nil {
 				return err
 			}
 			for name, usd := range got {
-				seeds[seedKey{q.scope, name, w.window}] = usd
+				if !metrics.Placeholder(name) {
+					w.into[seedKey{q.scope, name, w.window}] = usd
+				}
 			}
 		}
 	}
+	if askMonthly {
+		p.monthly, p.monthlyAt = monthly, now
+	}
+	maps.Copy(seeds, monthly)
 	l.mu.Lock()
 	l.seeds = seeds
 	l.mu.Unlock()
