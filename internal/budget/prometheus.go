@@ -153,7 +153,7 @@ func RunSeeding(ctx context.Context, p *PrometheusSpend, l *Ledger, interval tim
 				log.Info("reading spend from Prometheus again")
 			}
 			failing, dropped, lastOK = false, false, time.Now()
-		case ctx.Err() != nil:
+		case ctx.Err() != nil: // stopping: nothing to report
 		case !failing:
 			log.Warn("cannot read spend from Prometheus: budgets go on with its last answer for now", "error", err)
 			failing = true
