@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // TestClaudeCodeThroughCctrace drives the real Claude Code CLI through one cctrace process, one

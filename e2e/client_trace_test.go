@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // clientService is the service name of Claude Code's own spans.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // TestInteractiveClaudeCodeThroughCctrace runs the real Claude Code CLI interactively, in a tmux

@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
-	"github.com/cctrace/cctrace/internal/nginxconf"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
+	"github.com/cctrace/cctrace/internal/testkit/nginxconf"
 )
 
 // replicaService is the OTel service name of the replicas in TestReplicasBehindNginx.

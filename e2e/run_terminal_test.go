@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
 	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // TestRunLeavesClaudeCodesScreenAlone runs the README's headline command as a new user would:

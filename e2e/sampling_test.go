@@ -14,7 +14,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // TestTailSamplingPolicies sends turns shaped as cctrace exports them through the collector

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
 	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // apiKey is the dummy key Claude Code sends; it must appear in no output of cctrace.

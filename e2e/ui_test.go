@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // envChromium names the Chromium binary the turns page test drives (scripts/ui-test-deps.sh

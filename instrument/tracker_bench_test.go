@@ -9,7 +9,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 // dropSink is a Sink that keeps nothing.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the figures in BENCHMARKS.md: builds cctrace, cctrace-bench and the baseline proxy
-# (internal/bench/bareproxy, a program of its own), then compares, on
+# (internal/testkit/bench/bareproxy, a program of its own), then compares, on
 # this machine and in one interleaved run, direct requests to a fast local upstream, a bare
 # httputil.ReverseProxy (twice: the second is a control, for the run's noise), nginx, cctrace
 # exporting to a no-op OTLP receiver and cctrace exporting to Jaeger, and finally runs the Go
@@ -26,7 +26,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/cctrace" ./cmd/cctrace
 go build -o "$bin/cctrace-bench" ./cmd/cctrace-bench
-go build -o "$bin/bareproxy" ./internal/bench/bareproxy
+go build -o "$bin/bareproxy" ./internal/testkit/bench/bareproxy
 
 # Jaeger where scripts/tools.sh put it: its cache (CCTRACE_CACHE), at tools/jaeger's version.
 # shellcheck source=scripts/tools.sh
@@ -64,4 +64,4 @@ fi
 echo
 echo "Go benchmarks of the hot paths:"
 go test -run='^$' -bench='ParseBody|BodyCache|StreamDecoder|ProxySSE|Tracker|Sink|Stack' -benchmem -count=3 \
-	./instrument/wire ./internal/proxy ./instrument ./internal/tracing ./internal/bench
+	./instrument/wire ./internal/proxy ./instrument ./internal/tracing ./internal/testkit/bench

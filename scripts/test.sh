@@ -5,8 +5,8 @@
 #   bash scripts/test.sh static unit     # only the named stages (tools always runs first)
 #
 # Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
-# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (packages under
-# e2e/ and internal/e2e/, against real Jaeger, Prometheus and Claude Code), deploy
+# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (e2e/ and
+# internal/testkit/harness, against real Jaeger, Prometheus and Claude Code), deploy
 # (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, the Helm chart and
 # the team gateway's collector configs, and a live run of the stack without Docker), bench (every
 # benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
@@ -50,12 +50,14 @@ stage() {
 }
 
 # Packages whose tests start real external components.
+E2E_PACKAGES="^$MODULE/(e2e|internal/testkit/harness)(/|$)"
+
 e2e_packages() {
-	go list -e ./... | grep -E "^$MODULE/(internal/)?e2e(/|$)" || true
+	go list -e ./... | grep -E "$E2E_PACKAGES" || true
 }
 
 unit_packages() {
-	go list -e ./... | grep -vE "^$MODULE/(internal/)?e2e(/|$)"
+	go list -e ./... | grep -vE "$E2E_PACKAGES"
 }
 
 run_static() {
@@ -67,7 +69,21 @@ run_static() {
 	fi
 	go vet ./... || rc=1
 	"$CCTRACE_STATICCHECK_BIN" ./... || rc=1
+	check_layout || rc=1
 	return $rc
+}
+
+# check_layout fails if a package of the product imports the test tooling (internal/testkit)
+# outside its tests.
+check_layout() {
+	local product offenders
+	product=$(go list ./... | grep -vE "^$MODULE/(e2e|cmd/cctrace-bench|internal/testkit)(/|$)")
+	# shellcheck disable=SC2086 # one argument per package
+	offenders=$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' $product | grep "$MODULE/internal/testkit" || true)
+	if [ -n "$offenders" ]; then
+		printf 'the product imports internal/testkit:\n%s\n' "$offenders"
+		return 1
+	fi
 }
 
 run_unit() {

@@ -15,7 +15,7 @@
 // 1, 2 and 3 cctrace replicas, against the same nginx in front of as many bare proxies, with
 // every number of concurrent Claude-Code-shaped sessions, each pausing between its requests.
 //
-// -bare is internal/bench/bareproxy, the baseline proxy, built as a program of its own (its doc
+// -bare is internal/testkit/bench/bareproxy, the baseline proxy, built as a program of its own (its doc
 // says why). scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few
 // seconds, no timing assertions; it fails only when something is functionally broken (a stream
 // or body not byte-identical, a request failing, no spans exported).
@@ -38,8 +38,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/bench"
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 func main() {
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		short      = fs.Bool("short", false, "CI mode: a few seconds, fail only on functional breakage")
 		reps       = fs.Int("reps", 5, "repetitions of the whole matrix")
 		cctraceBin = fs.String("cctrace", "", "cctrace binary (go build ./cmd/cctrace)")
-		bareBin    = fs.String("bare", "", "the baseline proxy's binary, for bare, bare-control, cctrace-proxy and go-raw (go build ./internal/bench/bareproxy)")
+		bareBin    = fs.String("bare", "", "the baseline proxy's binary, for bare, bare-control, cctrace-proxy and go-raw (go build ./internal/testkit/bench/bareproxy)")
 		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	for _, v := range cfg.variants {
 		if (v == "bare" || v == "bare-control" || v == "cctrace-proxy" || v == "go-raw") && cfg.bare == "" {
-			return fmt.Errorf("variant %s needs -bare (go build -o bareproxy ./internal/bench/bareproxy)", v)
+			return fmt.Errorf("variant %s needs -bare (go build -o bareproxy ./internal/testkit/bench/bareproxy)", v)
 		}
 	}
 
@@ -131,7 +131,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			rc.sessions, rc.duration, rc.think = []int{4}, time.Second, 100*time.Millisecond
 		}
 		if cfg.bare == "" {
-			return errors.New("the replica benchmark needs -bare (go build -o bareproxy ./internal/bench/bareproxy)")
+			return errors.New("the replica benchmark needs -bare (go build -o bareproxy ./internal/testkit/bench/bareproxy)")
 		}
 		err = runReplicas(ctx, cfg, rc, dir, w)
 	} else {

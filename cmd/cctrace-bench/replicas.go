@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/bench"
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 // replicaConfig is the replica benchmark's part of the flags.

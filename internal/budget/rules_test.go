@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cctrace/cctrace/internal/e2e/harness"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 func loadTestBudgets(t *testing.T) *Budgets {

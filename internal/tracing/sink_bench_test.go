@@ -9,7 +9,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 // discardProcessor takes ended spans and keeps nothing. With it the SDK snapshots each span at
@@ -21,7 +21,7 @@ func (discardProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
 func (discardProcessor) Shutdown(context.Context) error                  { return nil }
 func (discardProcessor) ForceFlush(context.Context) error                { return nil }
 
-// chatTurn is the spans of one request of internal/bench traffic as the tracker hands them to
+// chatTurn is the spans of one request of internal/testkit/bench traffic as the tracker hands them to
 // its sinks: a new prompt opens a turn, its chat span runs until the end_turn response, which
 // ends the turn too. prepare resets them to how they look at SpanStarted; finish completes
 // them as the tracker does before SpanEnded.
@@ -122,7 +122,7 @@ func (c *chatTurn) finish() {
 	c.turn.End = end
 }
 
-// BenchmarkSinkChatSpan is the sink's work per API request of internal/bench traffic: the turn
+// BenchmarkSinkChatSpan is the sink's work per API request of internal/testkit/bench traffic: the turn
 // and chat spans of a new prompt started, then ended by its end_turn response.
 func BenchmarkSinkChatSpan(b *testing.B) {
 	sink, err := New(WithSpanProcessor(discardProcessor{}), WithServer("api.anthropic.com", 443))

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 // Cell is one load setting: which body, how many clients at once, how the upstream paces the

@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

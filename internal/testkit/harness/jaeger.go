@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/jaegerconf"
+	"github.com/cctrace/cctrace/internal/testkit/jaegerconf"
 )
 
 // Jaeger is a running Jaeger v2 all-in-one with in-memory storage, every listener on

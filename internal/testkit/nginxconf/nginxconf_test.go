@@ -7,7 +7,7 @@ import (
 )
 
 func TestSiteOfTheShippedFile(t *testing.T) {
-	raw, err := os.ReadFile("../../" + Path)
+	raw, err := os.ReadFile("../../../" + Path)
 	if err != nil {
 		t.Fatal(err)
 	}

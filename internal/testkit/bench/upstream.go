@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
 )
 
 // Headers the load generator sends so that the upstream can check and time each exchange. They

@@ -18,8 +18,8 @@ import (
 
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bodybuf"
-	"github.com/cctrace/cctrace/internal/jaegerconf"
 	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/testkit/jaegerconf"
 )
 
 // Variant is one way of reaching the upstream: directly, or through a proxy process.
@@ -96,14 +96,14 @@ func startVariant(ctx context.Context, name, dir string, env []string, readyPath
 	return v, nil
 }
 
-// StartBare starts bin (internal/bench/bareproxy) as a bare httputil.ReverseProxy in its own
+// StartBare starts bin (internal/testkit/bench/bareproxy) as a bare httputil.ReverseProxy in its own
 // process, so that its CPU and memory are read like every other proxy's. name is the variant's:
 // "bare", or "bare-control" for a second one (see Control).
 func StartBare(ctx context.Context, name, dir, bin, upstream string) (*Variant, error) {
 	return startBareproxy(ctx, name, dir, bin, upstream)
 }
 
-// StartProxyOnly starts bin (internal/bench/bareproxy) with -taps: cctrace's own proxy
+// StartProxyOnly starts bin (internal/testkit/bench/bareproxy) with -taps: cctrace's own proxy
 // (internal/proxy, with its request and response taps, body copies and inline stream decoder)
 // handing every exchange to an Observer that drops it. Against bare it shows what the forwarding
 // path costs; against cctrace, what decoding requests and tracking, metrics and spans do.
@@ -111,14 +111,14 @@ func StartProxyOnly(ctx context.Context, dir, bin, upstream string) (*Variant, e
 	return startBareproxy(ctx, "cctrace-proxy", dir, bin, upstream, "-taps")
 }
 
-// StartGoRaw starts bin (internal/bench/bareproxy) with -go-raw: a forwarder of one goroutine
+// StartGoRaw starts bin (internal/testkit/bench/bareproxy) with -go-raw: a forwarder of one goroutine
 // per client connection, without net/http's server, ReverseProxy or transport (GoRaw). Against
 // bare and nginx it shows how much of nginx's lead a Go program can have.
 func StartGoRaw(ctx context.Context, dir, bin, upstream string) (*Variant, error) {
 	return startBareproxy(ctx, "go-raw", dir, bin, upstream, "-go-raw")
 }
 
-// startBareproxy starts bin (internal/bench/bareproxy) with mode's flags as variant name.
+// startBareproxy starts bin (internal/testkit/bench/bareproxy) with mode's flags as variant name.
 func startBareproxy(ctx context.Context, name, dir, bin, upstream string, mode ...string) (*Variant, error) {
 	port, err := freePort()
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cctrace/cctrace/internal/bench"
+	"github.com/cctrace/cctrace/internal/testkit/bench"
 )
 
 func main() {

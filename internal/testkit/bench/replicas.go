@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/bench/traffic"
-	"github.com/cctrace/cctrace/internal/nginxconf"
+	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/nginxconf"
 )
 
 // Gateway is nginx with deploy/nginx/cctrace.conf in front of replicas of one proxy: the team
