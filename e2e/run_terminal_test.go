@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/internal/fakeapi"
-	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/internal/testkit/harness"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // TestRunLeavesClaudeCodesScreenAlone runs the README's headline command as a new user would:

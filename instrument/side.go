@@ -28,7 +28,7 @@ func (t *Tracker) startChild(ex *exchange, parent *Span, tr *turn) {
 	ex.turn = tr
 	ex.span.TraceID, ex.span.Parent, ex.span.ID = parent.TraceID, parent.ID, t.spanID()
 	t.underClient(ex.span)
-	ex.span.TurnIndex = parent.TurnIndex
+	ex.span.TurnIndex, ex.span.TurnTotals = parent.TurnIndex, turnTotals(tr)
 	t.sink.SpanStarted(ex.span)
 }
 

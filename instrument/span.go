@@ -119,6 +119,11 @@ type Span struct {
 	// turn.
 	ClientParent bool
 
+	// TurnTotals are the running totals of the turn the span counts in, as of the sink call,
+	// while that turn is open (nil otherwise): what a view of a turn in progress shows. A sink
+	// copies what it keeps of them.
+	TurnTotals *Totals
+
 	Chat     *Chat     // KindChat only
 	Tool     *Tool     // KindTool only
 	Subagent *Subagent // KindSubagent only
@@ -278,16 +283,9 @@ type Subagent struct {
 	Type       string // subagent_type, "general-purpose" when not given
 	AgentID    string // x-claude-code-agent-id
 	Background bool
-	// Requests, Retries, ToolCalls, ToolErrors, Usage, Cost and Unpriced total everything that
-	// ran under the subagent (the requests of its own chain and of subagents it started), also
-	// after the turn that launched it ended.
-	Requests   int
-	Retries    int
-	ToolCalls  int
-	ToolErrors int
-	Usage      wire.Usage
-	Cost       float64
-	Unpriced   int
+	// Totals add up everything that ran under the subagent (the requests of its own chain and
+	// of subagents it started), also after the turn that launched it ended.
+	Totals
 }
 
 // Turn describes one agentic turn: one human prompt and everything it caused.
@@ -298,22 +296,9 @@ type Turn struct {
 	Trigger    Trigger
 	// Compaction is "manual" when this trace is a /compact summarisation.
 	Compaction string
-	Requests   int // API request attempts, subagents' included
-	Retries    int
-	ToolCalls  int
-	ToolErrors int // tool results with is_error set (not interrupted or abandoned calls)
-	Subagents  int
-	// ToolCounts counts tool calls by tool name (subagents' included).
-	ToolCounts map[string]int
-	// ToolFailures counts tool results with is_error set, by tool name.
-	ToolFailures map[string]int
-	// Usage totals every request of the turn, subagents' included; Cost prices them, and
-	// Unpriced counts those with usage that the price table could not price.
-	Usage    wire.Usage
-	Cost     float64
-	Unpriced int
-	// Models lists the models the turn used, in order of first use.
-	Models []string
+	// Totals add up every request, tool call and subagent of the turn, subagents' included,
+	// answered before it ended.
+	Totals
 	// Prompt is a preview of the human prompt; empty unless content capture is on.
 	Prompt string
 	// PlanModeEntered and PlanModeExited mark when the turn's requests started and stopped
@@ -333,4 +318,30 @@ type Sink interface {
 	SpanEnded(s *Span)
 	// SessionsActive reports the number of sessions the tracker holds, whenever it changes.
 	SessionsActive(n int)
+}
+
+// Sinks hands every call to each of its sinks, in order. The zero value drops everything.
+type Sinks []Sink
+
+var _ Sink = Sinks(nil)
+
+// SpanStarted implements Sink.
+func (ss Sinks) SpanStarted(s *Span) {
+	for _, k := range ss {
+		k.SpanStarted(s)
+	}
+}
+
+// SpanEnded implements Sink.
+func (ss Sinks) SpanEnded(s *Span) {
+	for _, k := range ss {
+		k.SpanEnded(s)
+	}
+}
+
+// SessionsActive implements Sink.
+func (ss Sinks) SessionsActive(n int) {
+	for _, k := range ss {
+		k.SessionsActive(n)
+	}
 }

@@ -3,6 +3,21 @@ package instrument
 // Subagents: a request with its own agent id, the subagent billing marker, or the prompt of a
 // pending Agent call starts (or continues) a subagent under that call.
 
+const defaultSubagent = "general-purpose"
+
+// subagentRun is one subagent: its span and its own totals.
+type subagentRun struct {
+	span *Span // &root
+	turn *turn // the turn it started in; it may outlive it (background agents)
+	// parent is the run whose Agent call started this one (nil when the main agent's did):
+	// what runs under this one counts in the parent's totals too.
+	parent *subagentRun
+	ended  bool
+	// root and totals are where span and span.Subagent live (one allocation, not three).
+	root   Span
+	totals Subagent
+}
+
 // chainFor finds the chain of a conversational request, creating a subagent run when a new
 // subagent shows up. It returns a nil chain for side requests.
 func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun) {
@@ -104,8 +119,9 @@ func (t *Tracker) startSubagent(ex *exchange) *subagentRun {
 		span.TraceID = t.traceID()
 	}
 	run.span = span
-	if run.turn != nil && !run.turn.ended {
-		run.turn.span.Turn.Subagents++
+	span.TurnTotals = turnTotals(run.turn)
+	for tot := range counts(run.turn, run.parent) {
+		tot.Add(span)
 	}
 	t.sink.SpanStarted(span)
 	return run
@@ -118,4 +134,26 @@ func (t *Tracker) dropAgentCall(sess *session, call *openTool) {
 			return
 		}
 	}
+}
+
+// joinRun starts ex's chat span in the subagent run sub.
+func (t *Tracker) joinRun(ex *exchange, sub *subagentRun) {
+	ex.sub = sub
+	ex.span.Agent = sub.span.Agent
+	t.startChild(ex, sub.span, sub.turn)
+}
+
+// endRun ends ex's subagent run when ex's answer is final: it stops for good, neither failed nor
+// waiting for tools. A subagent that has answered for good runs none of the tool calls it left
+// without a result.
+func (t *Tracker) endRun(ex *exchange, final bool) {
+	sub := ex.sub
+	if !final || sub.ended {
+		return
+	}
+	sub.ended = true
+	end := ex.span.End
+	t.endChainTools(ex.sess, ex.chain, end, ToolAbandoned)
+	sub.span.End = end
+	t.sink.SpanEnded(sub.span)
 }

@@ -8,8 +8,26 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 )
 
-// Tools: an execute_tool span runs from the end of its tool_use block to the request that
-// carries its result.
+// Tool round trips: an execute_tool span runs from the end of its tool_use block to the request
+// that carries its result.
+
+const asyncAgentMarker = "Async agent launched"
+
+// openTool is a tool call whose result has not arrived yet.
+type openTool struct {
+	span  *Span // &root
+	turn  *turn
+	chain *chain // the chain whose response asked for it
+	// sub is the subagent run whose response asked for it (nil for the main agent's).
+	sub *subagentRun
+	// subagent is the run this Agent call started, once its first request was seen.
+	subagent *subagentRun
+	// async is set when the Agent call's result says the subagent runs in the background.
+	async bool
+	// root and call are where span and span.Tool live (one allocation, not three).
+	root Span
+	call Tool
+}
 
 // endChainTools ends, with outcome, the tool calls still waiting for a result that ch asked for.
 func (t *Tracker) endChainTools(sess *session, ch *chain, end time.Time, outcome ToolOutcome) {
@@ -53,18 +71,19 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 			ot.call.Input = t.cfg.scrub(tu.Input)
 		}
 		ot.root = Span{
-			TraceID:   parent.TraceID,
-			ID:        t.spanID(),
-			Parent:    parent.ID,
-			Kind:      KindTool,
-			Name:      t.names.join("execute_tool ", tu.Name),
-			Start:     start,
-			SessionID: ex.sess.id,
-			TurnIndex: parent.TurnIndex,
-			Agent:     ex.span.Agent,
-			User:      ex.span.User,
-			Team:      ex.span.Team,
-			Tool:      &ot.call,
+			TraceID:    parent.TraceID,
+			ID:         t.spanID(),
+			Parent:     parent.ID,
+			Kind:       KindTool,
+			Name:       t.names.join("execute_tool ", tu.Name),
+			Start:      start,
+			SessionID:  ex.sess.id,
+			TurnIndex:  parent.TurnIndex,
+			Agent:      ex.span.Agent,
+			User:       ex.span.User,
+			Team:       ex.span.Team,
+			TurnTotals: turnTotals(ex.turn),
+			Tool:       &ot.call,
 		}
 		span := &ot.root
 		ot.span = span
@@ -75,12 +94,8 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 				ex.sess.agentCalls = ex.sess.agentCalls[n-64:]
 			}
 		}
-		if tr := ex.turn; tr != nil && !tr.ended {
-			tr.span.Turn.ToolCalls++
-			tr.span.Turn.ToolCounts[tu.Name]++
-		}
-		for sa := range ex.sub.openTotals() {
-			sa.ToolCalls++
+		for tot := range counts(ex.turn, ex.sub) {
+			tot.Add(span)
 		}
 		t.sink.SpanStarted(span)
 	}
@@ -152,14 +167,10 @@ func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Tim
 		if outcome == ToolError {
 			span.ErrorType = "tool_error"
 			span.StatusMessage = "the tool result has is_error set"
-			if tr := tool.turn; tr != nil && !tr.ended {
-				tr.span.Turn.ToolErrors++
-				tr.span.Turn.ToolFailures[span.Tool.Name]++
-			}
-			for sa := range tool.sub.openTotals() {
-				sa.ToolErrors++
-			}
 		}
+	}
+	for tot := range counts(tool.turn, tool.sub) {
+		tot.Add(span)
 	}
 	t.sink.SpanEnded(span)
 }
@@ -171,4 +182,20 @@ func sortedToolIDs(tools map[string]*openTool) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// toolOutcomeOf is the outcome of a tool call still waiting for its result when its turn ends
+// with outcome.
+func toolOutcomeOf(outcome Outcome) ToolOutcome {
+	switch outcome {
+	case OutcomeInterrupted:
+		return ToolInterrupted
+	case OutcomeShutdown:
+		return ToolShutdown
+	case OutcomeEvicted:
+		return ToolEvicted
+	case OutcomeHandedOff:
+		return ToolHandedOff
+	}
+	return ToolAbandoned
 }

@@ -6,32 +6,17 @@
 package instrument
 
 import (
-	"encoding/hex"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
 )
 
-// Markers Claude Code puts in requests, from captured traffic (docs/wire.md).
-const (
-	continuationPrefix = "This session is being continued from a previous conversation"
-	asyncAgentMarker   = "Async agent launched"
-	mainAgentName      = "claude-code"
-	// otherClientName names the main agent of sessions that show no sign of Claude Code (other
-	// Messages API clients): their turns are traced the same way.
-	otherClientName = "api-client"
-	defaultSubagent = "general-purpose"
-	// stopMaxTokens is the stop reason of an answer that ran out of output tokens.
-	stopMaxTokens = "max_tokens"
-)
-
-// recoveryWindow is how long a turn whose answer ran out of output tokens waits for Claude
-// Code's own request to go on with it before it ends with that answer. Claude Code sends that
-// request within milliseconds.
-const recoveryWindow = 10 * time.Second
+// The tracker's entry points, in the order an exchange goes through them: Request places it
+// (sessions.go, then turns.go, subagents.go, compaction.go, side.go or undecoded.go), Response
+// completes it (totals.go, tools.go, then turns.go or subagents.go), Tick and Close end what
+// waited too long.
 
 // Tracker turns a stream of exchanges into turns and spans. It is not safe for concurrent use:
 // feed it from one goroutine. The zero value is not usable; call New.
@@ -172,7 +157,9 @@ func (t *Tracker) Response(resp *wire.Response) {
 			}
 		}
 	}
-	t.addTotals(ex, resp)
+	for tot := range counts(ex.turn, ex.sub) {
+		tot.Add(span)
+	}
 	if msg != nil && !failed && ex.chain != nil {
 		t.openTools(ex, msg)
 	}
@@ -239,135 +226,6 @@ func (t *Tracker) Close(now time.Time) {
 	t.reportSessions()
 }
 
-// sessionFor finds or creates the session a request belongs to: Claude Code's session header,
-// else the session inside metadata.user_id, else a fingerprint of the conversation.
-func (t *Tracker) sessionFor(req *wire.Request) *session {
-	id := req.Headers.SessionID
-	if id == "" && req.Body != nil {
-		id = req.Body.MetadataSessionID
-		if id == "" && req.Body.FirstHumanTextHash != 0 {
-			// Built on the stack: the string is only allocated for a new session.
-			var buf [len("fp-") + 16]byte
-			key := appendHash(append(buf[:0], "fp-"...), req.Body.FirstHumanTextHash)
-			if s := t.sessions[string(key)]; s != nil {
-				return s
-			}
-			id = string(key)
-		}
-	}
-	if id == "" {
-		id = "unknown"
-	}
-	if s := t.sessions[id]; s != nil {
-		return s
-	}
-	if len(t.sessions) >= t.cfg.maxSessions {
-		var oldest *session
-		for _, s := range t.sessions {
-			if oldest == nil || s.lastSeen.Before(oldest.lastSeen) {
-				oldest = s
-			}
-		}
-		t.evict(oldest, req.Time, OutcomeEvicted)
-	}
-	s := &session{
-		id:       id,
-		agent:    otherClientName,
-		clientID: req.Headers.SessionID != "" || (req.Body != nil && req.Body.MetadataSessionID != ""),
-		agents:   make(map[string]*chain),
-		tools:    make(map[string]*openTool),
-	}
-	if req.Headers.SessionID != "" || strings.HasPrefix(req.Headers.UserAgent, "claude-cli/") ||
-		(req.Body != nil && req.Body.System.BillingHeader != "") {
-		s.agent = mainAgentName
-	}
-	t.sessions[id] = s
-	return s
-}
-
-// evict ends everything open in sess, with outcome (OutcomeEvicted, OutcomeShutdown or
-// OutcomeHandedOff), and forgets it.
-func (t *Tracker) evict(sess *session, now time.Time, outcome Outcome) {
-	t.flushOrphans(sess, now, true)
-	if sess.turn != nil {
-		end := now
-		if outcome == OutcomeEvicted {
-			end = sess.turn.lastSeen
-		}
-		t.endTurn(sess, end, outcome, "")
-	}
-	for _, id := range sortedToolIDs(sess.tools) {
-		t.endTool(sess, id, sess.tools[id], now, toolOutcomeOf(outcome), nil)
-	}
-	keys := make([]string, 0, len(sess.agents))
-	for k := range sess.agents {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if sub := sess.agents[k].sub; sub != nil && !sub.ended {
-			sub.ended = true
-			sub.span.End = now
-			if sub.span.End.Before(sub.span.Start) {
-				sub.span.End = sub.span.Start
-			}
-			sub.span.Status, sub.span.ErrorType = StatusError, string(outcome)
-			t.sink.SpanEnded(sub.span)
-		}
-	}
-	sess.evicted = true
-	delete(t.sessions, sess.id)
-}
-
-func (t *Tracker) reportSessions() {
-	if n := len(t.sessions); n != t.reported {
-		t.reported = n
-		t.sink.SessionsActive(n)
-	}
-}
-
-func (t *Tracker) sortedSessions() []*session {
-	out := make([]*session, 0, len(t.sessions))
-	for _, s := range t.sessions {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
-
-func (t *Tracker) traceID() TraceID {
-	var id TraceID
-	for !id.IsValid() {
-		putUint64(id[:8], t.cfg.idSource())
-		putUint64(id[8:], t.cfg.idSource())
-	}
-	return id
-}
-
-func (t *Tracker) spanID() SpanID {
-	var id SpanID
-	for !id.IsValid() {
-		putUint64(id[:], t.cfg.idSource())
-	}
-	return id
-}
-
-// appendHash appends h as 16 lower-case hex digits, as fmt's %016x does.
-func appendHash(dst []byte, h uint64) []byte {
-	const digits = "0123456789abcdef"
-	for shift := 60; shift >= 0; shift -= 4 {
-		dst = append(dst, digits[h>>shift&0xf])
-	}
-	return dst
-}
-
-func putUint64(b []byte, v uint64) {
-	for i := 7; i >= 0; i-- {
-		b[i] = byte(v)
-		v >>= 8
-	}
-}
-
 // setChatStatus sets a chat span's status from its response and reports whether it failed.
 func setChatStatus(span *Span, resp *wire.Response) bool {
 	set := func(errType, msg string) bool {
@@ -407,11 +265,6 @@ func endTime(resp *wire.Response, start time.Time) time.Time {
 	return end
 }
 
-func isCompactionSummary(b *wire.Body) bool {
-	last := lastConversational(b)
-	return last != nil && last.Role == wire.RoleUser && last.Synthetic == wire.SyntheticCompaction
-}
-
 func (t *Tracker) chatName(req *wire.Request) string {
 	switch {
 	case req.Endpoint == wire.EndpointOther:
@@ -422,38 +275,22 @@ func (t *Tracker) chatName(req *wire.Request) string {
 	return "chat"
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// parseTraceparent decodes a W3C traceparent header ("00-<trace>-<span>-<flags>").
-func parseTraceparent(h string) *LinkedSpan {
-	h = strings.TrimSpace(h)
-	if h == "" || strings.Count(h, "-") != 3 {
-		return nil
-	}
-	_, rest, _ := strings.Cut(h, "-")
-	trace, rest, _ := strings.Cut(rest, "-")
-	span, flagsHex, _ := strings.Cut(rest, "-")
-	if len(trace) != 32 || len(span) != 16 || len(flagsHex) != 2 {
-		return nil
-	}
-	var l LinkedSpan
-	if _, err := hex.Decode(l.TraceID[:], []byte(trace)); err != nil || !l.TraceID.IsValid() {
-		return nil
-	}
-	if _, err := hex.Decode(l.SpanID[:], []byte(span)); err != nil || !l.SpanID.IsValid() {
-		return nil
-	}
-	var flags [1]byte
-	if _, err := hex.Decode(flags[:], []byte(flagsHex)); err != nil {
-		return nil
-	}
-	l.Sampled = flags[0]&1 == 1
-	return &l
+// exchange is one request in flight.
+type exchange struct {
+	span  *Span // &root
+	sess  *session
+	chain *chain       // nil for side requests
+	turn  *turn        // the turn whose totals it counts into; nil for standalone traces
+	sub   *subagentRun // set for subagent requests
+	hash  uint64
+	// orphan: its span waits for a turn to adopt it; done: its response already ended;
+	// untraced: a request outside any session (RequestNoSession), in no trace.
+	orphan, done, untraced bool
+	since                  time.Time
+	// root, chat and body are where span, span.Chat and span.Chat.Request.Body (the request's
+	// body without its messages) live: one allocation per request instead of four. Sinks do not
+	// keep spans past a call, and nothing else points at them.
+	root Span
+	chat Chat
+	body wire.Body
 }

@@ -1,89 +1,54 @@
 package instrument
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"strings"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
 )
 
-// Turns: what starts, continues and ends an agentic turn, compactions included.
+// Turn boundaries: what starts, continues and ends an agentic turn.
 
-// startCompaction handles a compaction summary request: inside an open turn it is a span of that
-// turn (an automatic compaction); otherwise it is a trace of its own (a /compact command).
-func (t *Tracker) startCompaction(ex *exchange) {
-	sess := ex.sess
-	ex.chain = &sess.main
-	body := ex.span.Chat.Request.Body
-	ex.span.Chat.Synthetic = SyntheticCompaction
-	t.closeTools(sess, body, ex.span.Start)
-	t.countNewBlocks(ex.span.Chat, ex.chain, body)
-	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
-	ex.chain.messages = len(body.Messages)
-	if tr := sess.turn; tr != nil && !tr.compactionOnly {
-		t.joinTurn(ex, tr, ex.span.Start)
-		return
-	}
-	tr := t.startTurn(sess, ex.span.Start, ex)
-	tr.compactionOnly = true
-	tr.span.Turn.Compaction = "manual"
-	tr.span.Turn.Trigger = TriggerCompaction
-	t.startChild(ex, tr.span, tr)
+// stopMaxTokens is the stop reason of an answer that ran out of output tokens.
+const stopMaxTokens = "max_tokens"
+
+// recoveryWindow is how long a turn whose answer ran out of output tokens waits for Claude
+// Code's own request to go on with it before it ends with that answer. Claude Code sends that
+// request within milliseconds.
+const recoveryWindow = 10 * time.Second
+
+// chain is one agent's conversation within a session: the main agent's, or a subagent's.
+type chain struct {
+	sub      *subagentRun // nil for the main chain
+	seen     bool         // a request of this chain was tracked already
+	messages int          // message count of the last request
+	context  int          // all input tokens of the last successful response
+	lastHash uint64       // Body.HistoryHash of the last request
+	lastKind RequestKind
+	failed   bool // the last request failed (a request repeating it is a retry)
+	// cut: the last answer began (message_start) and ended without a stop reason.
+	cut     bool
+	attempt int // attempt number of the last request
 }
 
-// undecodedMainMin is the smallest request body of the main agent that, left undecoded, is taken
-// for a request of its conversation rather than a side request: Claude Code's side requests
-// (session titles and the like) are a few KB, and the proxy always copies bodies of up to
-// 64 KiB, so only a full decode queue leaves a smaller one undecoded.
-const undecodedMainMin = 64 << 10
-
-// startUndecoded handles a Messages API request whose body cctrace forwarded without decoding it
-// (a memory budget was full: wire.IsNotDecoded). What it carries is unknown, but its headers and
-// size say which conversation it goes on with: a subagent's (its agent id header) that
-// subagent's run, a large one of the main agent the main chain's turn, or a new turn when none
-// is open. Claude Code sends the results of every tool call of a chain's last answer with the
-// chain's next request, this one, unread: those calls end here, with outcome "unknown". The
-// tool calls of its own answer are opened as any others, so that the next request's results end
-// them. Anything else is placed as a side request. Without this, under overload a request of
-// the main agent became a side request, the tool calls it answered ended as abandoned, and
-// those of its answer were never traced.
-func (t *Tracker) startUndecoded(ex *exchange) {
-	req := &ex.span.Chat.Request
-	sess := ex.sess
-	now := req.Time
-	if id := req.Headers.AgentID; id != "" {
-		var buf [64]byte
-		ch := sess.agents[string(agentKey(buf[:0], id))]
-		if ch == nil || ch.sub == nil || ch.sub.ended {
-			t.startSide(ex)
-			return
-		}
-		ex.chain = ch
-		t.endChainTools(sess, ch, now, ToolOutcomeUnknown)
-		t.joinRun(ex, ch.sub)
-		return
-	}
-	if req.BodySize < undecodedMainMin {
-		t.startSide(ex)
-		return
-	}
-	ex.chain = &sess.main
-	t.endChainTools(sess, ex.chain, now, ToolOutcomeUnknown)
-	tr := sess.turn
-	if tr == nil || tr.compactionOnly {
-		tr = t.startTurn(sess, now, ex)
-		tr.span.Turn.Trigger = TriggerUndecoded
-	}
-	t.joinTurn(ex, tr, now)
-}
-
-// joinRun starts ex's chat span in the subagent run sub.
-func (t *Tracker) joinRun(ex *exchange, sub *subagentRun) {
-	ex.sub = sub
-	ex.span.Agent = sub.span.Agent
-	t.startChild(ex, sub.span, sub.turn)
+// turn is an open agentic turn: the root span and its running totals.
+type turn struct {
+	span     *Span // &root
+	ended    bool
+	deadline time.Time // when Tick ends it for lack of activity; zero while a request is in flight
+	lastSeen time.Time
+	failed   bool // the last main-chain request failed
+	canceled bool // the client abandoned the last main-chain request
+	// stopped is the stop reason of an answer that ran out of output tokens: Claude Code goes
+	// on with the turn by itself, so it ends with that outcome only when nothing follows
+	// within recoveryWindow (or something else does).
+	stopped string
+	// compactionOnly marks a trace that holds a /compact summarisation and nothing else.
+	compactionOnly bool
+	// root and totals are where span and span.Turn live: one allocation per turn instead of
+	// two. Nothing else points at them.
+	root   Span
+	totals Turn
 }
 
 // joinTurn starts ex's chat span in the main chain's turn tr, which a request at now keeps open.
@@ -182,24 +147,6 @@ func (t *Tracker) startConversational(ex *exchange) {
 	ch.messages = len(body.Messages)
 }
 
-// compactionFor recognises the first request after a compaction: its first human text is the
-// continuation summary, and either a summary was just produced, or the chain is new (a resumed
-// session), or the history shrank. Later requests repeat the same first message with a growing
-// history, so they do not match.
-func (t *Tracker) compactionFor(sess *session, ch *chain, body *wire.Body, retry bool) *pendingCompaction {
-	if retry || ch.sub != nil || !strings.HasPrefix(body.FirstHumanText, continuationPrefix) {
-		return nil
-	}
-	if c := sess.compacting; c != nil {
-		sess.compacting = nil
-		return c
-	}
-	if !ch.seen || len(body.Messages) < ch.messages {
-		return &pendingCompaction{messagesBefore: ch.messages, contextBefore: ch.context}
-	}
-	return nil
-}
-
 // startTurn opens a new turn in sess, ending the open one as interrupted, and adopts side
 // requests that were waiting for it.
 func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
@@ -214,12 +161,7 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		}
 	}
 	tr := &turn{lastSeen: now}
-	tr.totals = Turn{
-		Index:        sess.turns,
-		Trigger:      TriggerPrompt,
-		ToolCounts:   make(map[string]int),
-		ToolFailures: make(map[string]int),
-	}
+	tr.totals = Turn{Index: sess.turns, Trigger: TriggerPrompt}
 	tr.root = Span{
 		Kind:      KindTurn,
 		Name:      t.names.join("invoke_agent ", sess.agent),
@@ -255,52 +197,13 @@ func (t *Tracker) startTurn(sess *session, now time.Time, ex *exchange) *turn {
 		o.turn = tr
 		o.span.TraceID, o.span.Parent, o.span.ID = tr.span.TraceID, tr.span.ID, t.spanID()
 		t.underClient(o.span)
-		o.span.TurnIndex = tr.span.TurnIndex
+		o.span.TurnIndex, o.span.TurnTotals = tr.span.TurnIndex, &tr.totals.Totals
 		if o.done {
-			t.addTotals(o, o.span.Chat.Response)
+			tr.totals.Add(o.span)
 		}
 		t.emitLate(o)
 	}
 	return tr
-}
-
-// turnTraceID returns the trace id of a turn that body (the first request of it the tracker
-// sees) goes on with: a hash of the session, the conversation's first human text and the index
-// of the message that opened the turn (wire.Body.TurnOpener). Every request of a turn carries
-// them, so a cctrace that picks a session up mid-turn (another replica, or this one after a
-// restart) puts its part of the turn in the same trace (up to a limit wire.Body.TurnOpener
-// names). Without them (a body not decoded, no message that opens a turn) the id is random, and
-// so it is in a session the client did not name (a fingerprint of its first text, or
-// "unknown"): people whose conversations begin alike share such a session id, and must not
-// share trace ids.
-//
-// Two turns of one session can open at the same message: the user rewinds the conversation and
-// prompts again, or sends a prompt again that Claude Code put back after an interruption before
-// any answer. The second one seen here hashes in how many came before it, so no trace holds two
-// turns (of the last maxTurnTraces); another replica that picks such a turn up mid-way cannot
-// tell, and joins the first. (And a part of such a turn that was handed off and comes back
-// here starts a trace of its own.)
-func (t *Tracker) turnTraceID(sess *session, body *wire.Body) TraceID {
-	if body == nil || body.TurnOpener < 0 || !sess.clientID {
-		return t.traceID()
-	}
-	b := append(t.hashBuf[:0], sess.id...)
-	b = binary.BigEndian.AppendUint64(b, body.FirstHumanTextHash)
-	b = binary.BigEndian.AppendUint64(b, uint64(body.TurnOpener))
-	var id TraceID
-	sum := sha256.Sum256(b)
-	copy(id[:], sum[:])
-	if !t.traces.claim(id) {
-		b = binary.BigEndian.AppendUint64(append(b[:0], id[:]...), t.traces.again(id))
-		sum = sha256.Sum256(b)
-		copy(id[:], sum[:])
-		t.traces.claim(id)
-	}
-	t.hashBuf = b[:0]
-	if !id.IsValid() {
-		return t.traceID()
-	}
-	return id
 }
 
 // endTurn ends the open turn of sess at end with outcome; tools still waiting for results end
@@ -359,22 +262,6 @@ func (t *Tracker) endTurn(sess *session, end time.Time, outcome Outcome, stopRea
 	t.sink.SpanEnded(span)
 }
 
-// toolOutcomeOf is the outcome of a tool call still waiting for its result when its turn ends
-// with outcome.
-func toolOutcomeOf(outcome Outcome) ToolOutcome {
-	switch outcome {
-	case OutcomeInterrupted:
-		return ToolInterrupted
-	case OutcomeShutdown:
-		return ToolShutdown
-	case OutcomeEvicted:
-		return ToolEvicted
-	case OutcomeHandedOff:
-		return ToolHandedOff
-	}
-	return ToolAbandoned
-}
-
 // afterResponse moves the turn and subagent state on once a response has ended.
 func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) {
 	sess, chat := ex.sess, ex.span.Chat
@@ -386,15 +273,8 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 	}
 	waits := stop == "tool_use" || stop == "pause_turn"
 
-	if sub := ex.sub; sub != nil {
-		if !failed && msg != nil && !waits && !sub.ended {
-			sub.ended = true
-			// A subagent that has answered for good runs none of the tool calls it left
-			// without a result.
-			t.endChainTools(sess, ex.chain, end, ToolAbandoned)
-			sub.span.End = end
-			t.sink.SpanEnded(sub.span)
-		}
+	if ex.sub != nil {
+		t.endRun(ex, !failed && msg != nil && !waits)
 		return
 	}
 	tr := ex.turn
@@ -434,76 +314,6 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 	}
 }
 
-// addTotals adds a finished request to its turn's totals, and to those of the subagent it ran
-// in and of the subagents that started that one.
-func (t *Tracker) addTotals(ex *exchange, resp *wire.Response) {
-	if resp == nil {
-		return
-	}
-	chat := ex.span.Chat
-	var u wire.Usage
-	model := ""
-	if m := resp.Message; m != nil {
-		u, model = m.Usage, m.Model
-	}
-	if model == "" && chat.Request.Body != nil {
-		model = chat.Request.Body.Model
-	}
-	for sa := range ex.sub.openTotals() {
-		sa.Requests++
-		if chat.Attempt > 0 {
-			sa.Retries++
-		}
-		sa.Usage = addUsage(sa.Usage, u)
-		chat.AddCost(&sa.Cost, &sa.Unpriced)
-	}
-	tr := ex.turn
-	if tr == nil || tr.ended {
-		return
-	}
-	tt := tr.span.Turn
-	tt.Requests++
-	if chat.Attempt > 0 {
-		tt.Retries++
-	}
-	tt.Usage = addUsage(tt.Usage, u)
-	chat.AddCost(&tt.Cost, &tt.Unpriced)
-	if model != "" && !contains(tt.Models, model) {
-		if tt.Models == nil {
-			tt.Models = tr.firstModel[:0] // most turns use one model
-		}
-		tt.Models = append(tt.Models, model)
-	}
-}
-
-// price sets the cost of chat's answer (see WithPricing).
-func (t *Tracker) price(chat *Chat) {
-	if t.cfg.price == nil || chat.Response == nil || chat.Response.Message == nil {
-		return
-	}
-	msg := chat.Response.Message
-	if b := chat.Request.Body; b != nil && b.Model != "" {
-		if chat.Cost, chat.Priced = t.cfg.price(b.Model, msg.Usage); chat.Priced {
-			return
-		}
-	}
-	if msg.Model != "" {
-		chat.Cost, chat.Priced = t.cfg.price(msg.Model, msg.Usage)
-	}
-	chat.Unpriced = !chat.Priced
-}
-
-// AddCost adds the cost of c's answer to a total, or counts it as unpriced when the price table
-// (WithPricing) could not price its usage.
-func (c *Chat) AddCost(total *float64, unpriced *int) {
-	switch {
-	case c.Priced:
-		*total += c.Cost
-	case c.Unpriced:
-		*unpriced++
-	}
-}
-
 // countNewBlocks counts the content blocks of the messages a request carries beyond those of
 // its chain's last request (all of them when the history was rewritten, as after a compaction):
 // Chat.NewBlocks.
@@ -538,12 +348,59 @@ func addBlock(chat *Chat, role wire.Role, typ wire.BlockType, n int) {
 	chat.NewBlocks[BlockKey{Role: role, Type: typ}] += n
 }
 
-func addUsage(a, b wire.Usage) wire.Usage {
-	a.InputTokens += b.InputTokens
-	a.OutputTokens += b.OutputTokens
-	a.CacheReadInputTokens += b.CacheReadInputTokens
-	a.CacheCreationInputTokens += b.CacheCreationInputTokens
-	a.CacheCreation5m += b.CacheCreation5m
-	a.CacheCreation1h += b.CacheCreation1h
-	return a
+// lastConversational returns the last user or assistant message: system-role messages (such as
+// the environment block Claude Code appends) do not count as "the last message".
+func lastConversational(b *wire.Body) *wire.Message {
+	if b == nil {
+		return nil
+	}
+	for i := len(b.Messages) - 1; i >= 0; i-- {
+		switch b.Messages[i].Role {
+		case wire.RoleUser, wire.RoleAssistant:
+			return &b.Messages[i]
+		}
+	}
+	return nil
+}
+
+// syntheticKind returns the kind of Claude Code's own text that m, the newest user or assistant
+// message of a request, carries; "" for human text and for anything else.
+func syntheticKind(m *wire.Message) Synthetic {
+	if m == nil || m.Role != wire.RoleUser {
+		return ""
+	}
+	return m.Synthetic
+}
+
+// OpensTurn reports whether req, read on its own, carries a prompt a person typed and so starts a
+// new turn of the main agent: its newest user or assistant message is a user message with human
+// text that is not one of Claude Code's own texts (an interruption, which comes with what the
+// user typed next, counts as human) and does not come with tool results. Subagents' requests,
+// side requests without tools (titles), compaction summaries and continuations are no new turn.
+//
+// It is the tracker's rule without the tracker's state, for a decision that cannot wait for the
+// tracker (refusing a request before it is forwarded): it cannot see that a request goes on with
+// an answer cut short, so it errs towards "not a new turn" only where the text says so.
+func OpensTurn(req *wire.Request) bool {
+	b := req.Body
+	if req.Endpoint != wire.EndpointMessages || b == nil {
+		return false
+	}
+	if req.Headers.AgentID != "" || b.System.Subagent || b.Tools.Count == 0 || isCompactionSummary(b) {
+		return false
+	}
+	last := lastConversational(b)
+	if last == nil || last.Role != wire.RoleUser || !last.HumanText {
+		return false
+	}
+	if strings.HasPrefix(strings.TrimSpace(last.Text), continuationPrefix) {
+		return false
+	}
+	switch syntheticKind(last) {
+	case SyntheticInterrupt:
+		return true
+	case "":
+		return len(last.ToolResults) == 0
+	}
+	return false
 }

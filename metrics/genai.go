@@ -22,8 +22,8 @@ import (
 // Prometheus exporter names them (unit suffixes added, dots as underscores; "{token}" is an
 // annotation, not a unit, and adds none). Dashboards built for other GenAI gateways query these.
 const (
-	NameGenAITokenUsage        = "gen_ai_client_token_usage"
-	NameGenAIOperationDuration = "gen_ai_client_operation_duration_seconds"
+	nameGenAITokenUsage        = "gen_ai_client_token_usage"
+	nameGenAIOperationDuration = "gen_ai_client_operation_duration_seconds"
 )
 
 // Bucket boundaries the semantic conventions advise for the two GenAI client histograms.

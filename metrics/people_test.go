@@ -113,7 +113,7 @@ func TestGenAIClientMetrics(t *testing.T) {
 	seen := map[string]bool{}
 	for _, mf := range mustGather(t, reg) {
 		switch mf.GetName() {
-		case NameGenAITokenUsage:
+		case nameGenAITokenUsage:
 			seen[mf.GetName()] = true
 			sums := map[string]float64{}
 			for _, met := range mf.GetMetric() {
@@ -132,7 +132,7 @@ func TestGenAIClientMetrics(t *testing.T) {
 			if sums["input"] != 1100 || sums["output"] != 20 {
 				t.Errorf("token sums %v, want input 1100 (cache included) and output 20", sums)
 			}
-		case NameGenAIOperationDuration:
+		case nameGenAIOperationDuration:
 			seen[mf.GetName()] = true
 			var count uint64
 			errored := false
@@ -147,7 +147,7 @@ func TestGenAIClientMetrics(t *testing.T) {
 			}
 		}
 	}
-	if !seen[NameGenAITokenUsage] || !seen[NameGenAIOperationDuration] {
+	if !seen[nameGenAITokenUsage] || !seen[nameGenAIOperationDuration] {
 		t.Errorf("GenAI families gathered: %v", seen)
 	}
 }
@@ -161,7 +161,7 @@ func TestGenAIProviderName(t *testing.T) {
 	sp.Chat.Request.Provider = wire.ProviderBedrock
 	feed(m, sp)
 	for _, mf := range mustGather(t, reg) {
-		if mf.GetName() != NameGenAIOperationDuration {
+		if mf.GetName() != nameGenAIOperationDuration {
 			continue
 		}
 		for _, met := range mf.GetMetric() {

@@ -64,4 +64,4 @@ fi
 echo
 echo "Go benchmarks of the hot paths:"
 go test -run='^$' -bench='ParseBody|BodyCache|StreamDecoder|ProxySSE|Tracker|Sink|Stack' -benchmem -count=3 \
-	./instrument/wire ./internal/proxy ./instrument ./internal/tracing ./internal/testkit/bench
+	./instrument/wire ./internal/proxy ./instrument ./tracing ./internal/testkit/bench

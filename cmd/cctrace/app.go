@@ -24,10 +24,10 @@ import (
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/redact"
 	"github.com/cctrace/cctrace/internal/stack"
-	"github.com/cctrace/cctrace/internal/summary"
-	"github.com/cctrace/cctrace/internal/tracing"
 	"github.com/cctrace/cctrace/internal/ui"
 	"github.com/cctrace/cctrace/metrics"
+	"github.com/cctrace/cctrace/summary"
+	"github.com/cctrace/cctrace/tracing"
 )
 
 // maxHeaderBytes bounds a request's header block on the proxy listener.

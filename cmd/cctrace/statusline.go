@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // statusTimeout bounds the whole question to the running cctrace: Claude Code waits for the
@@ -123,8 +123,8 @@ func statusLineOf(st summary.SessionStatus, window int) string {
 	default:
 		fmt.Fprintf(&b, " · %d tools", t.ToolCalls)
 	}
-	fmt.Fprintf(&b, " · in %s out %s", summary.Count(t.Tokens.TotalInput()), summary.Count(t.Tokens.Output))
-	if r, ok := t.Tokens.CacheHitRatio(); ok {
+	fmt.Fprintf(&b, " · in %s out %s", summary.Count(t.Tokens.TotalInput()), summary.Count(t.Tokens.OutputTokens))
+	if r, ok := summary.CacheHitRatio(t.Tokens); ok {
 		b.WriteString(" · hit ")
 		b.WriteString(summary.Percent(r))
 	}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // statusInputJSON is what Claude Code passes a status line command, trimmed to a few fields.
@@ -22,7 +23,7 @@ func TestStatusline(t *testing.T) {
 	status := summary.SessionStatus{
 		SessionID: "0b8f3c1e-aaaa",
 		Turn: &summary.TurnStatus{Index: 3, Running: true, Duration: 12.4, Requests: 5, ToolCalls: 7,
-			Tokens: summary.Tokens{Input: 200, Output: 1200, CacheRead: 45000, CacheCreation: 3000}, Cost: 0.0123},
+			Tokens: wire.Usage{InputTokens: 200, OutputTokens: 1200, CacheReadInputTokens: 45000, CacheCreationInputTokens: 3000}, Cost: 0.0123},
 		Context: &summary.Context{Tokens: 48_200, Window: 200_000, Model: "claude-opus-5-5"},
 	}
 	mux := http.NewServeMux()

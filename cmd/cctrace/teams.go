@@ -17,8 +17,8 @@ import (
 	"github.com/cctrace/cctrace/internal/configfile"
 	"github.com/cctrace/cctrace/internal/identity"
 	"github.com/cctrace/cctrace/internal/proxy"
-	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/metrics"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // envIdentitySecret holds the fingerprint secret itself, for deployments that pass secrets in

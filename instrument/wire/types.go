@@ -362,15 +362,16 @@ type MessageInfo struct {
 }
 
 // Usage is token usage as the upstream reported it; for streams, the last cumulative value.
+// Its JSON form is the one cctrace serves (/api/turns), not the API's.
 type Usage struct {
-	InputTokens              int // uncached input only, as Anthropic reports it
-	OutputTokens             int
-	CacheReadInputTokens     int
-	CacheCreationInputTokens int
+	InputTokens              int `json:"input"` // uncached input only, as Anthropic reports it
+	OutputTokens             int `json:"output"`
+	CacheReadInputTokens     int `json:"cache_read"`
+	CacheCreationInputTokens int `json:"cache_creation"`
 	// CacheCreation5m and CacheCreation1h split cache writes by TTL, when the upstream reports it
 	// (usage.cache_creation.ephemeral_5m_input_tokens / ephemeral_1h_input_tokens).
-	CacheCreation5m int
-	CacheCreation1h int
+	CacheCreation5m int `json:"cache_creation_5m,omitempty"`
+	CacheCreation1h int `json:"cache_creation_1h,omitempty"`
 }
 
 // TotalInput is every input token of the request: uncached, cache reads and cache writes.

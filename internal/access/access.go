@@ -20,7 +20,7 @@ import (
 
 	"github.com/cctrace/cctrace/internal/configfile"
 	"github.com/cctrace/cctrace/internal/identity"
-	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // Roles of a viewer.

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/summary"
 )
 
 func sha(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }

@@ -122,7 +122,7 @@ func TestLedgerCountsPricedChats(t *testing.T) {
 	}
 	l.SpanEnded(chat("alice", true, 0.25))
 	l.SpanEnded(chat("alice", false, 9))
-	l.SpanEnded(&instrument.Span{Kind: instrument.KindTurn, User: "alice", End: now, Turn: &instrument.Turn{Cost: 7}})
+	l.SpanEnded(&instrument.Span{Kind: instrument.KindTurn, User: "alice", End: now, Turn: &instrument.Turn{Totals: instrument.Totals{Cost: 7}}})
 	if got := l.Spent(ScopePerson, "alice", Daily); got != 0.25 {
 		t.Errorf("spent %v, want only the priced chat's 0.25 (turns total their chats)", got)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/metrics"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // MaxLedgerEntries bounds the people and the teams a Ledger keeps apart (each); the spend of

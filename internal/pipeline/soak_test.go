@@ -17,7 +17,7 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/replay"
-	"github.com/cctrace/cctrace/internal/tracing"
+	"github.com/cctrace/cctrace/tracing"
 )
 
 // recordedEvent is one request or response of a recorded session, decoded once.

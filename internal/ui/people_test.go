@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // peopleStore holds one finished turn each of alice (platform) and carol (search), and spend.

@@ -16,7 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/summary"
+	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/summary"
 )
 
 //go:embed templates/*.html
@@ -335,8 +336,8 @@ var funcs = template.FuncMap{
 	"costText": summary.CostText,
 	"tokens":   summary.TokenText,
 	"messages": summary.MessagesText,
-	"hit": func(t summary.Tokens) string {
-		if r, ok := t.CacheHitRatio(); ok {
+	"hit": func(u wire.Usage) string {
+		if r, ok := summary.CacheHitRatio(u); ok {
 			return summary.Percent(r)
 		}
 		return "–"

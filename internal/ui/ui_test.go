@@ -12,8 +12,8 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/replay"
-	"github.com/cctrace/cctrace/internal/summary"
 	"github.com/cctrace/cctrace/metrics"
+	"github.com/cctrace/cctrace/summary"
 )
 
 // storeOf replays recorded Claude Code sessions from testdata/claude-code into a store.
@@ -80,7 +80,7 @@ func TestPages(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET %s = %d", sessionPath, code)
 	}
-	turn, _ := store.Turns("488d20f6-3b70-45b7-b396-7a7317412c43")[0], 0
+	turn, _ := store.TurnsWhere(summary.Filter{Session: "488d20f6-3b70-45b7-b396-7a7317412c43"})[0], 0
 	for _, want := range []string{
 		`href="/turns/` + turn.TraceID + `"`,
 		`href="http://127.0.0.1:16686/trace/` + turn.TraceID + `"`,
@@ -131,7 +131,7 @@ func TestPages(t *testing.T) {
 
 func TestRetriesOnWaterfall(t *testing.T) {
 	store := storeOf(t, "retry_529")
-	turn := store.Turns("")[0]
+	turn := store.TurnsWhere(summary.Filter{})[0]
 	_, body := get(t, New(store), "/turns/"+turn.TraceID)
 	var classes []string
 	for _, m := range rowRE.FindAllStringSubmatch(body, -1) {

@@ -17,9 +17,9 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/stack"
-	"github.com/cctrace/cctrace/internal/summary"
-	"github.com/cctrace/cctrace/internal/tracing"
 	"github.com/cctrace/cctrace/metrics"
+	"github.com/cctrace/cctrace/summary"
+	"github.com/cctrace/cctrace/tracing"
 )
 
 // Stack is cctrace assembled in this process by the constructor `cctrace serve` uses

@@ -18,7 +18,7 @@ import (
 // whose only sink is a store, and returns the store and what it printed.
 func replayed(t *testing.T, name string, opts ...Option) (*Store, string) {
 	t.Helper()
-	dir := filepath.Join("..", "..", "testdata", "claude-code", name)
+	dir := filepath.Join("..", "testdata", "claude-code", name)
 	exchanges, err := replay.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestReplayedSessions(t *testing.T) {
 			if got, want := strings.Split(strings.TrimSpace(b.String()), "\n"), tt.summary; !slices.Equal(got, want) {
 				t.Errorf("summary:\n got %q\nwant %q", got, want)
 			}
-			turns := store.Turns("")
+			turns := store.TurnsWhere(Filter{})
 			if len(turns) != tt.turnsInStore {
 				t.Fatalf("store holds %d turns, want %d", len(turns), tt.turnsInStore)
 			}
@@ -158,7 +158,7 @@ func TestReplayedDefaultPrices(t *testing.T) {
 	if strings.Contains(out, "cost ?") || strings.Contains(out, "unpriced") {
 		t.Errorf("default prices left the turn unpriced: %s", out)
 	}
-	turns := store.Turns("")
+	turns := store.TurnsWhere(Filter{})
 	if len(turns) != 1 || turns[0].Cost <= 0 {
 		t.Fatalf("turns = %+v, want one with a positive cost", turns)
 	}

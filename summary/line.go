@@ -7,15 +7,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
-// Line renders a finished turn as one compact terminal line:
+// appendLine appends a finished turn as one compact terminal line to b:
 //
 //	cctrace 1a2b3c4d turn 3 · 12.4s · 5 req (1 retried) · Bash×2 Read×1 (Bash 1 failed) · 1 subagent · in 1.2k out 340 cache r 45.1k w 2.0k · hit 94% · $0.0123 · end_turn · compacted (auto)
-func Line(t *Turn) string { return string(appendLine(nil, t)) }
-
-// appendLine appends Line(t) to b. The store renders each finished turn into a buffer it
-// reuses, so that printing a line does not allocate.
+//
+// The store renders each finished turn into a buffer it reuses, so that printing a line does
+// not allocate.
 func appendLine(b []byte, t *Turn) []byte {
 	b = append(b, "cctrace "...)
 	b = append(b, ShortID(t.SessionID)...)
@@ -36,9 +37,9 @@ func appendLine(b []byte, t *Turn) []byte {
 		b = strconv.AppendInt(b, int64(t.Retries), 10)
 		b = append(b, " retried)"...)
 	}
-	if anyCounted(t.Tools) {
+	if anyCounted(t.ToolCounts) {
 		b = append(b, sep...)
-		b = appendToolList(b, t.Tools)
+		b = appendToolList(b, t.ToolCounts)
 		if anyCounted(t.ToolFailures) {
 			b = append(b, " (failed "...)
 			b = appendToolList(b, t.ToolFailures)
@@ -58,8 +59,8 @@ func appendLine(b []byte, t *Turn) []byte {
 		b = append(b, " subagents"...)
 	}
 	b = append(b, sep...)
-	b = appendTokenText(b, t.Tokens)
-	if r, ok := t.Tokens.CacheHitRatio(); ok {
+	b = appendTokenText(b, t.Usage)
+	if r, ok := CacheHitRatio(t.Usage); ok {
 		b = append(b, " · hit "...)
 		b = appendPercent(b, r)
 	}
@@ -100,7 +101,7 @@ func (s *Store) WriteSummary(w io.Writer) error {
 	sessions := s.Sessions()
 	sort.Slice(sessions, func(i, j int) bool { return sessions[i].First.Before(sessions[j].First) })
 	for _, st := range sessions {
-		if st.Requests == 0 || (st.Turns == 0 && st.Tokens == (Tokens{})) {
+		if st.Requests == 0 || (st.Turns == 0 && st.Usage == (wire.Usage{})) {
 			continue // nothing but free probes, e.g. count_tokens outside any session
 		}
 		n++
@@ -112,15 +113,8 @@ func (s *Store) WriteSummary(w io.Writer) error {
 			return fmt.Errorf("writing summary: %w", err)
 		}
 		all.Turns += st.Turns
-		all.Requests += st.Requests
-		all.Retries += st.Retries
 		all.Compactions += st.Compactions
-		all.ToolCalls += st.ToolCalls
-		all.ToolErrors += st.ToolErrors
-		all.Subagents += st.Subagents
-		all.Tokens.add(st.Tokens)
-		all.Cost += st.Cost
-		all.Unpriced += st.Unpriced
+		all.Merge(&st.Totals)
 	}
 	if n > 1 {
 		if _, err := fmt.Fprintf(w, "cctrace total of %d sessions: %s\n", n, totalsText(all)); err != nil {
@@ -148,8 +142,8 @@ func totalsText(st SessionTotals) string {
 	if st.Subagents > 0 {
 		fmt.Fprintf(&b, " · %s", plural(st.Subagents, "subagent"))
 	}
-	fmt.Fprintf(&b, " · %s", TokenText(st.Tokens))
-	if r, ok := st.Tokens.CacheHitRatio(); ok {
+	fmt.Fprintf(&b, " · %s", TokenText(st.Usage))
+	if r, ok := CacheHitRatio(st.Usage); ok {
 		fmt.Fprintf(&b, " · hit %s", Percent(r))
 	}
 	fmt.Fprintf(&b, " · %s", CostText(st.Cost, st.Unpriced))
@@ -168,17 +162,17 @@ func MessagesText(m Messages) string {
 }
 
 // TokenText renders token usage compactly: "in 1.2k out 340 cache r 45.1k w 2.0k".
-func TokenText(t Tokens) string { return string(appendTokenText(nil, t)) }
+func TokenText(u wire.Usage) string { return string(appendTokenText(nil, u)) }
 
-func appendTokenText(b []byte, t Tokens) []byte {
+func appendTokenText(b []byte, u wire.Usage) []byte {
 	b = append(b, "in "...)
-	b = appendCount(b, t.Input)
+	b = appendCount(b, u.InputTokens)
 	b = append(b, " out "...)
-	b = appendCount(b, t.Output)
+	b = appendCount(b, u.OutputTokens)
 	b = append(b, " cache r "...)
-	b = appendCount(b, t.CacheRead)
+	b = appendCount(b, u.CacheReadInputTokens)
 	b = append(b, " w "...)
-	return appendCount(b, t.CacheCreation)
+	return appendCount(b, u.CacheCreationInputTokens)
 }
 
 // CostText renders an estimated cost: "$0.0123", with "+N unpriced" when some requests used a

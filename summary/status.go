@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // SessionStatus is what a status line shows of one session: its newest turn, live, and how full
@@ -22,19 +23,19 @@ type SessionStatus struct {
 // TurnStatus is a turn's figures without its spans. While the turn runs they are running sums,
 // as in Turn. The zero value is an empty turn.
 type TurnStatus struct {
-	TraceID    string  `json:"trace_id"`
-	Index      int     `json:"index"`
-	Running    bool    `json:"running"`
-	Duration   float64 `json:"duration_seconds"`
-	Requests   int     `json:"requests"`
-	Retries    int     `json:"retries"`
-	ToolCalls  int     `json:"tool_calls"`
-	ToolErrors int     `json:"tool_errors"`
-	Subagents  int     `json:"subagents"`
-	Tokens     Tokens  `json:"tokens"`
-	Cost       float64 `json:"cost_usd"`
-	Unpriced   int     `json:"unpriced_requests,omitempty"`
-	Outcome    string  `json:"outcome,omitempty"`
+	TraceID    string     `json:"trace_id"`
+	Index      int        `json:"index"`
+	Running    bool       `json:"running"`
+	Duration   float64    `json:"duration_seconds"`
+	Requests   int        `json:"requests"`
+	Retries    int        `json:"retries"`
+	ToolCalls  int        `json:"tool_calls"`
+	ToolErrors int        `json:"tool_errors"`
+	Subagents  int        `json:"subagents"`
+	Tokens     wire.Usage `json:"tokens"`
+	Cost       float64    `json:"cost_usd"`
+	Unpriced   int        `json:"unpriced_requests,omitempty"`
+	Outcome    string     `json:"outcome,omitempty"`
 }
 
 // Context is the size of the main agent's context: every input token of its last answered
@@ -112,7 +113,7 @@ func (s *Store) Status(session string, scope Scope) (SessionStatus, bool) {
 		ts := TurnStatus{
 			TraceID: t.TraceID, Index: t.Index, Running: t.Running(), Duration: t.Duration,
 			Requests: t.Requests, Retries: t.Retries, ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors,
-			Subagents: t.Subagents, Tokens: t.Tokens, Cost: t.Cost, Unpriced: t.Unpriced, Outcome: t.Outcome,
+			Subagents: t.Subagents, Tokens: t.Usage, Cost: t.Cost, Unpriced: t.Unpriced, Outcome: t.Outcome,
 		}
 		if ts.Running {
 			ts.Duration = s.now().Sub(t.Start).Seconds()

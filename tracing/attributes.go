@@ -20,10 +20,6 @@ const (
 
 	// Turn roots.
 	keyTurnIndex      = attribute.Key("cctrace.turn.index")
-	keyTurnRequests   = attribute.Key("cctrace.turn.requests")
-	keyTurnRetries    = attribute.Key("cctrace.turn.retries")
-	keyTurnToolCalls  = attribute.Key("cctrace.turn.tool_calls")
-	keyTurnToolErrors = attribute.Key("cctrace.turn.tool_errors")
 	keyTurnSubagents  = attribute.Key("cctrace.turn.subagents")
 	keyTurnOutcome    = attribute.Key("cctrace.turn.outcome")
 	keyTurnTrigger    = attribute.Key("cctrace.turn.trigger")
@@ -77,13 +73,9 @@ const (
 	keyToolOutcome     = attribute.Key("cctrace.tool.outcome")
 
 	// Agent tool calls and subagent spans.
-	keyAgentSubagentType  = attribute.Key("cctrace.agent.subagent_type")
-	keyAgentDescription   = attribute.Key("cctrace.agent.description")
-	keyAgentBackground    = attribute.Key("cctrace.agent.background")
-	keySubagentRequests   = attribute.Key("cctrace.subagent.requests")
-	keySubagentRetries    = attribute.Key("cctrace.subagent.retries")
-	keySubagentToolCalls  = attribute.Key("cctrace.subagent.tool_calls")
-	keySubagentToolErrors = attribute.Key("cctrace.subagent.tool_errors")
+	keyAgentSubagentType = attribute.Key("cctrace.agent.subagent_type")
+	keyAgentDescription  = attribute.Key("cctrace.agent.description")
+	keyAgentBackground   = attribute.Key("cctrace.agent.background")
 
 	// The team of the person a span is attributed to (user.id).
 	keyTeam = attribute.Key("cctrace.team")
@@ -192,15 +184,8 @@ func (b attributeSet) turn(a *attrs, s *instrument.Span) {
 	if t == nil {
 		return
 	}
-	usage(a, t.Usage)
-	a.add(
-		keyTurnRequests.Int(t.Requests),
-		keyTurnRetries.Int(t.Retries),
-		keyTurnToolCalls.Int(t.ToolCalls),
-		keyTurnToolErrors.Int(t.ToolErrors),
-		keyTurnSubagents.Int(t.Subagents),
-	)
-	cost(a, t.Cost, t.Unpriced)
+	totals(a, &turnTotals, &t.Totals)
+	a.add(keyTurnSubagents.Int(t.Subagents))
 	a.str(keyTurnOutcome, string(t.Outcome))
 	a.str(keyTurnTrigger, string(t.Trigger))
 	a.str(keyTurnStopReason, t.StopReason)
@@ -383,22 +368,32 @@ func (b attributeSet) subagent(a *attrs, s *instrument.Span) {
 	}
 	a.str(semconv.GenAIAgentNameKey, name)
 	a.str(semconv.GenAIAgentIDKey, sa.AgentID)
-	a.add(
-		keyAgentBackground.Bool(sa.Background),
-		keySubagentRequests.Int(sa.Requests),
-		keySubagentRetries.Int(sa.Retries),
-		keySubagentToolCalls.Int(sa.ToolCalls),
-		keySubagentToolErrors.Int(sa.ToolErrors),
-	)
-	usage(a, sa.Usage)
-	cost(a, sa.Cost, sa.Unpriced)
+	a.add(keyAgentBackground.Bool(sa.Background))
+	totals(a, &subagentTotals, &sa.Totals)
 }
 
-// cost adds the estimated cost of a turn's or subagent's priced requests, and how many of its
-// requests with usage could not be priced.
-func cost(a *attrs, usd float64, unpriced int) {
-	a.add(keyCost.Float64(usd))
-	a.positive(keyUnpriced, unpriced)
+// totalsKeys name the counts of a turn's or a subagent's totals.
+type totalsKeys struct{ requests, retries, toolCalls, toolErrors attribute.Key }
+
+var (
+	turnTotals = totalsKeys{"cctrace.turn.requests", "cctrace.turn.retries", "cctrace.turn.tool_calls",
+		"cctrace.turn.tool_errors"}
+	subagentTotals = totalsKeys{"cctrace.subagent.requests", "cctrace.subagent.retries",
+		"cctrace.subagent.tool_calls", "cctrace.subagent.tool_errors"}
+)
+
+// totals adds a turn's or a subagent's totals: its counts, usage and estimated cost, and how
+// many of its requests with usage could not be priced.
+func totals(a *attrs, k *totalsKeys, t *instrument.Totals) {
+	a.add(
+		k.requests.Int(t.Requests),
+		k.retries.Int(t.Retries),
+		k.toolCalls.Int(t.ToolCalls),
+		k.toolErrors.Int(t.ToolErrors),
+		keyCost.Float64(t.Cost),
+	)
+	a.positive(keyUnpriced, t.Unpriced)
+	usage(a, t.Usage)
 }
 
 // attrsPool recycles the memory SpanEnded builds attributes in: the SDK copies the attributes

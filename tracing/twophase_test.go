@@ -208,7 +208,7 @@ func attrSet(kvs []attribute.KeyValue) string {
 // sink's own). Spans still open at shutdown keep what they took from their start; their
 // attributes are a few of their start's.
 func TestSinkAsTwoPhase(t *testing.T) {
-	dirs, err := replay.Sessions("../../testdata/claude-code")
+	dirs, err := replay.Sessions("../testdata/claude-code")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,10 +280,10 @@ func TestSinkAsTwoPhase(t *testing.T) {
 		}},
 		{"turn reordered", &instrument.Span{
 			TraceID: turnTrace, ID: sid(2), Kind: instrument.KindTurn, Start: at(0), SessionID: "s",
-			Turn: &instrument.Turn{Index: 1, Outcome: "x", Models: []string{"m"}, Usage: wire.Usage{CacheCreation5m: 3}},
+			Turn: &instrument.Turn{Index: 1, Outcome: "x", Totals: instrument.Totals{Models: []string{"m"}, Usage: wire.Usage{CacheCreation5m: 3}}},
 		}, func(s *instrument.Span) {
 			s.End = at(9)
-			s.Turn = &instrument.Turn{Index: 2, Trigger: "prompt", Outcome: "end_turn", Models: []string{"a", "b"}}
+			s.Turn = &instrument.Turn{Index: 2, Trigger: "prompt", Outcome: "end_turn", Totals: instrument.Totals{Models: []string{"a", "b"}}}
 		}},
 		{"chat blocks and compaction", &instrument.Span{
 			TraceID: turnTrace, ID: sid(3), Parent: sid(2), Kind: instrument.KindChat, Start: at(1),

@@ -75,8 +75,8 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// Turn is one turn as served at /api/turns. While the turn runs (End is nil) its counts and
-// tokens are running sums of the spans ended so far; at its end they are the tracker's totals.
+// Turn is one turn as served at /api/turns. Its totals are the tracker's: while the turn runs
+// (End is nil), as of the turn's last span the store saw.
 type Turn struct {
 	TraceID   string `json:"trace_id"`
 	SessionID string `json:"session_id"`
@@ -96,79 +96,47 @@ type Turn struct {
 	Compaction string `json:"compaction,omitempty"`
 	// Compacted is the trigger ("auto", "manual") of a compaction the tracker recognised on one
 	// of this turn's requests; empty when there was none.
-	Compacted    string         `json:"compacted,omitempty"`
-	Requests     int            `json:"requests"`
-	Retries      int            `json:"retries"`
-	ToolCalls    int            `json:"tool_calls"`
-	ToolErrors   int            `json:"tool_errors"`
-	Subagents    int            `json:"subagents"`
-	Tools        map[string]int `json:"tools,omitempty"`
-	ToolFailures map[string]int `json:"tool_failures,omitempty"`
-	Models       []string       `json:"models,omitempty"`
-	Tokens       Tokens         `json:"tokens"`
-	// Cost is the estimated USD cost of the turn's priced requests.
-	Cost float64 `json:"cost_usd"`
-	// Unpriced counts requests with usage whose model the price table does not know.
-	Unpriced int       `json:"unpriced_requests,omitempty"`
-	Prompt   string    `json:"prompt,omitempty"`
-	Spans    []*Record `json:"spans"`
+	Compacted string `json:"compacted,omitempty"`
+	instrument.Totals
+	Prompt string    `json:"prompt,omitempty"`
+	Spans  []*Record `json:"spans"`
 	// DroppedSpans counts spans beyond the per-turn bound.
 	DroppedSpans int `json:"dropped_spans,omitempty"`
 
 	// endAt is what End first points to: the end is set once, and never changes after.
 	endAt time.Time
-	// firstModel is the first array of a running turn's Models: most turns use one model.
-	firstModel [1]string
 }
 
 // Running reports whether the turn has not ended yet.
 func (t *Turn) Running() bool { return t.End == nil }
 
-// Tokens is token usage in the four kinds Anthropic reports. The zero value is no usage.
-type Tokens struct {
-	Input         int `json:"input"`
-	Output        int `json:"output"`
-	CacheRead     int `json:"cache_read"`
-	CacheCreation int `json:"cache_creation"`
-}
-
-// TotalInput is every input token: uncached, cache reads and cache writes.
-func (t Tokens) TotalInput() int { return t.Input + t.CacheRead + t.CacheCreation }
-
 // CacheHitRatio is cache_read / (input + cache_read + cache_creation), and false when there was
 // no input at all.
-func (t Tokens) CacheHitRatio() (float64, bool) {
-	total := t.TotalInput()
+func CacheHitRatio(u wire.Usage) (float64, bool) {
+	total := u.TotalInput()
 	if total == 0 {
 		return 0, false
 	}
-	return float64(t.CacheRead) / float64(total), true
-}
-
-func (t *Tokens) add(o Tokens) {
-	t.Input += o.Input
-	t.Output += o.Output
-	t.CacheRead += o.CacheRead
-	t.CacheCreation += o.CacheCreation
+	return float64(u.CacheReadInputTokens) / float64(total), true
 }
 
 // Record is one span of a turn. The zero value is an empty record.
 type Record struct {
-	SpanID     string     `json:"span_id"`
-	ParentID   string     `json:"parent_id,omitempty"`
-	Kind       string     `json:"kind"`
-	Name       string     `json:"name"`
-	Start      time.Time  `json:"start"`
-	End        *time.Time `json:"end,omitempty"`
-	Status     string     `json:"status,omitempty"`
-	ErrorType  string     `json:"error_type,omitempty"`
-	Agent      string     `json:"agent,omitempty"`
-	Model      string     `json:"model,omitempty"`
-	Request    string     `json:"request_kind,omitempty"`
-	Attempt    int        `json:"attempt,omitempty"`
-	StatusCode int        `json:"http_status,omitempty"`
-	StopReason string     `json:"stop_reason,omitempty"`
-	Tokens     *Tokens    `json:"tokens,omitempty"`
+	SpanID     string      `json:"span_id"`
+	ParentID   string      `json:"parent_id,omitempty"`
+	Kind       string      `json:"kind"`
+	Name       string      `json:"name"`
+	Start      time.Time   `json:"start"`
+	End        *time.Time  `json:"end,omitempty"`
+	Status     string      `json:"status,omitempty"`
+	ErrorType  string      `json:"error_type,omitempty"`
+	Agent      string      `json:"agent,omitempty"`
+	Model      string      `json:"model,omitempty"`
+	Request    string      `json:"request_kind,omitempty"`
+	Attempt    int         `json:"attempt,omitempty"`
+	StatusCode int         `json:"http_status,omitempty"`
+	StopReason string      `json:"stop_reason,omitempty"`
+	Tokens     *wire.Usage `json:"tokens,omitempty"`
 	// Cost is the estimated USD cost of a chat span; nil when it had no usage or its model is
 	// not in the price table.
 	Cost      *float64 `json:"cost_usd,omitempty"`
@@ -190,9 +158,9 @@ func (r *Record) Running() bool { return r.End == nil }
 // copies handed out by Turns may share them.
 type record struct {
 	Record
-	end    time.Time
-	tokens Tokens
-	cost   float64
+	end   time.Time
+	usage wire.Usage
+	cost  float64
 }
 
 // Messages counts the messages of a session by kind: user messages by what they carry, and
@@ -215,16 +183,9 @@ type SessionTotals struct {
 	User, Team  string
 	First, Last time.Time
 	Turns       int
-	Requests    int
-	Retries     int
 	Compactions int
-	ToolCalls   int
-	ToolErrors  int
-	Subagents   int
-	Tokens      Tokens
-	Cost        float64
-	Unpriced    int
-	Messages    Messages
+	instrument.Totals
+	Messages Messages
 	// Blocks counts content blocks by role and type, each counted once when first seen.
 	Blocks map[instrument.BlockKey]int
 	// Context is the main agent's context as of its last answered request.
@@ -240,6 +201,7 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	defer s.mu.Unlock()
 	tot := s.session(sp.SessionID)
 	tot.seen(sp.Start)
+	tot.Add(sp)
 	if tot.User == "" && sp.User != "" {
 		tot.User, tot.Team = sp.User, sp.Team
 	}
@@ -247,6 +209,7 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 	if t == nil {
 		return
 	}
+	t.follow(sp)
 	rec := &record{Record: Record{
 		SpanID: sp.ID.String(),
 		Kind:   kindName(sp.Kind),
@@ -273,9 +236,6 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 		r.Tool = sp.Tool.Name
 	case sp.Subagent != nil:
 		r.Subagent, r.Background = sp.Subagent.Type, sp.Subagent.Background
-		if t.Running() {
-			t.Subagents++
-		}
 	}
 	if len(t.Spans) >= s.maxSpans {
 		t.DroppedSpans++
@@ -297,11 +257,10 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 	defer s.mu.Unlock()
 	s.countSession(sp)
 	t := s.byTrace[sp.TraceID]
-	if t != nil && t.Running() && sp.Kind != instrument.KindTurn {
-		t.addLive(sp)
+	if t != nil {
+		t.follow(sp)
 	}
 	if t != nil && sp.Chat != nil && t.Running() {
-		sp.Chat.AddCost(&t.Cost, &t.Unpriced)
 		if cp := sp.Chat.Compaction; cp != nil {
 			t.Compacted = cp.Trigger
 		}
@@ -348,37 +307,34 @@ func chatUsage(c *instrument.Chat) *wire.Usage {
 	return &c.Response.Message.Usage
 }
 
-// addLive keeps the running totals of an open turn.
-func (t *Turn) addLive(sp *instrument.Span) {
-	switch {
-	case sp.Chat != nil:
-		t.Requests++
-		if sp.Chat.Attempt > 0 {
-			t.Retries++
-		}
-		if u := chatUsage(sp.Chat); u != nil {
-			t.Tokens.add(tokensOf(*u))
-			if m := sp.Chat.Response.Message.Model; m != "" && !slices.Contains(t.Models, m) {
-				if t.Models == nil {
-					t.Models = t.firstModel[:0]
-				}
-				t.Models = append(t.Models, m)
-			}
-		}
-	case sp.Tool != nil:
-		t.ToolCalls++
-		if t.Tools == nil {
-			t.Tools = make(map[string]int)
-		}
-		t.Tools[sp.Tool.Name]++
-		if sp.Tool.Outcome == instrument.ToolError {
-			t.ToolErrors++
-			if t.ToolFailures == nil {
-				t.ToolFailures = make(map[string]int)
-			}
-			t.ToolFailures[sp.Tool.Name]++
-		}
+// follow takes the running totals of the turn t, as of sp, a span of it that is not its root:
+// a copy, since the tracker goes on changing its own, and the store hands out copies of its
+// turns.
+func (t *Turn) follow(sp *instrument.Span) {
+	if t.Running() && sp.TurnTotals != nil && sp.Kind != instrument.KindTurn {
+		t.setTotals(sp.TurnTotals)
 	}
+}
+
+// setTotals copies tot into t, reusing t's maps.
+func (t *Turn) setTotals(tot *instrument.Totals) {
+	counts, failures, models := t.ToolCounts, t.ToolFailures, t.Models
+	t.Totals = *tot
+	t.ToolCounts = copyCounts(counts, tot.ToolCounts)
+	t.ToolFailures = copyCounts(failures, tot.ToolFailures)
+	t.Models = append(models[:0], tot.Models...)
+}
+
+func copyCounts(dst, src map[string]int) map[string]int {
+	if len(src) == 0 {
+		return nil
+	}
+	if dst == nil {
+		dst = make(map[string]int, len(src))
+	}
+	clear(dst)
+	maps.Copy(dst, src)
+	return dst
 }
 
 // turnFor returns the turn record of sp's trace, creating it for a root span. Spans of traces
@@ -453,30 +409,16 @@ func (tot *SessionTotals) seen(at time.Time) {
 func (s *Store) countSession(sp *instrument.Span) {
 	tot := s.session(sp.SessionID)
 	tot.seen(sp.End)
+	tot.Add(sp)
 	switch {
 	case sp.Kind == instrument.KindTurn:
 		tot.Turns++
-	case sp.Kind == instrument.KindSubagent:
-		tot.Subagents++
-	case sp.Tool != nil:
-		tot.ToolCalls++
-		if sp.Tool.Outcome == instrument.ToolError {
-			tot.ToolErrors++
-		}
 	case sp.Chat != nil:
 		c := sp.Chat
-		tot.Requests++
-		if c.Attempt > 0 {
-			tot.Retries++
-		}
 		if c.Compaction != nil {
 			tot.Compactions++
 		}
 		c.EachFirstSeenBlock(func(k instrument.BlockKey, n int) { tot.Blocks[k] += n })
-		if u := chatUsage(c); u != nil {
-			tot.Tokens.add(tokensOf(*u))
-		}
-		c.AddCost(&tot.Cost, &tot.Unpriced)
 		tot.Messages.count(c)
 		tot.noteContext(c)
 	}
@@ -515,11 +457,6 @@ func (m *Messages) count(c *instrument.Chat) {
 	case text:
 		m.AssistantText++
 	}
-}
-
-// Turns returns copies of the kept turns, newest first, optionally only those of one session.
-func (s *Store) Turns(session string) []Turn {
-	return s.TurnsWhere(Filter{Session: session})
 }
 
 // Filter picks turns and sessions: each field that is set must match. The zero value picks all.
@@ -580,7 +517,7 @@ func (t *Turn) clone(now time.Time) Turn {
 		rc := *r
 		c.Spans[j] = &rc
 	}
-	c.Tools = maps.Clone(t.Tools)
+	c.ToolCounts = maps.Clone(t.ToolCounts)
 	c.ToolFailures = maps.Clone(t.ToolFailures)
 	c.Models = slices.Clone(t.Models)
 	if c.End == nil {
@@ -592,6 +529,9 @@ func (t *Turn) clone(now time.Time) Turn {
 func (t *SessionTotals) clone() SessionTotals {
 	c := *t
 	c.Blocks = maps.Clone(t.Blocks)
+	c.ToolCounts = maps.Clone(t.ToolCounts)
+	c.ToolFailures = maps.Clone(t.ToolFailures)
+	c.Models = slices.Clone(t.Models)
 	return c
 }
 
@@ -661,41 +601,19 @@ func fillTurn(t *Turn, sp *instrument.Span) {
 	}
 	t.Start = sp.Start
 	t.Duration = sp.End.Sub(sp.Start).Seconds()
-	tt := sp.Turn
-	if tt == nil {
-		return
-	}
-	t.Outcome = string(tt.Outcome)
-	t.Trigger = string(tt.Trigger)
-	t.Compaction = tt.Compaction
-	t.Requests, t.Retries = tt.Requests, tt.Retries
-	t.ToolCalls, t.ToolErrors, t.Subagents = tt.ToolCalls, tt.ToolErrors, tt.Subagents
-	t.Tools = endedCounts(t.Tools, tt.ToolCounts)
-	t.ToolFailures = endedCounts(t.ToolFailures, tt.ToolFailures)
-	if !slices.Equal(t.Models, tt.Models) || (t.Models == nil) != (tt.Models == nil) {
-		t.Models = slices.Clone(tt.Models)
-	}
-	t.Prompt = tt.Prompt
-	t.Tokens = tokensOf(tt.Usage)
-	t.Cost, t.Unpriced = tt.Cost, tt.Unpriced
-}
-
-// noCounts is the empty tool counts of every ended turn without tools. Nothing writes to an ended
-// turn's counts (addLive stops at its end), and Turns hands out copies.
-var noCounts = map[string]int{}
-
-// endedCounts returns what an ended turn keeps of the tracker's final counts: a copy, or the
-// running counts the store already has when they are equal.
-func endedCounts(running, final map[string]int) map[string]int {
 	switch {
-	case final == nil:
-		return nil
-	case len(final) == 0:
-		return noCounts
-	case running != nil && maps.Equal(running, final):
-		return running
+	case sp.Turn != nil:
+		tt := sp.Turn
+		t.Outcome = string(tt.Outcome)
+		t.Trigger = string(tt.Trigger)
+		t.Compaction = tt.Compaction
+		t.Prompt = tt.Prompt
+		t.setTotals(&tt.Totals)
+	case sp.Subagent != nil:
+		t.setTotals(&sp.Subagent.Totals)
+	case sp.Chat != nil:
+		t.Add(sp) // a side request no turn adopted: a trace of its own
 	}
-	return maps.Clone(final)
 }
 
 func fillChat(rec *record, c *instrument.Chat) {
@@ -719,17 +637,8 @@ func fillChat(rec *record, c *instrument.Chat) {
 			r.Model = m.Model
 		}
 		r.StopReason = m.StopReason
-		rec.tokens = tokensOf(m.Usage)
-		r.Tokens = &rec.tokens
-	}
-}
-
-func tokensOf(u wire.Usage) Tokens {
-	return Tokens{
-		Input:         u.InputTokens,
-		Output:        u.OutputTokens,
-		CacheRead:     u.CacheReadInputTokens,
-		CacheCreation: u.CacheCreationInputTokens,
+		rec.usage = m.Usage
+		r.Tokens = &rec.usage
 	}
 }
 

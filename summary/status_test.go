@@ -40,7 +40,7 @@ func TestStatus(t *testing.T) {
 	b := newSpans(1, "sess-status")
 	old := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", 0)
 	s.SpanStarted(old)
-	old.End, old.Turn = t0.Add(time.Second), &instrument.Turn{Index: 1, Outcome: "end_turn", Requests: 1}
+	old.End, old.Turn = t0.Add(time.Second), &instrument.Turn{Index: 1, Outcome: "end_turn", Totals: instrument.Totals{Requests: 1}}
 	s.SpanEnded(old)
 	b = newSpans(2, "sess-status")
 	turn := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", 2*time.Second)
@@ -48,13 +48,13 @@ func TestStatus(t *testing.T) {
 	s.SpanStarted(turn)
 	main := b.chat(turn, 2*time.Second, instrument.RequestTurn, 0)
 	main.Chat.Request.Headers.Beta = []string{"claude-code-20250219", "context-1m-2025-08-07"}
-	s.SpanStarted(main)
+	b.started(s, main)
 	respond(main, 3*time.Second, wire.Usage{InputTokens: 100, OutputTokens: 50, CacheReadInputTokens: 4000, CacheCreationInputTokens: 900}, nil)
-	s.SpanEnded(main)
+	b.ended(s, main)
 	sub := b.chat(turn, 3*time.Second, instrument.RequestSubagent, 0)
-	s.SpanStarted(sub)
+	b.started(s, sub)
 	respond(sub, 4*time.Second, wire.Usage{InputTokens: 7, OutputTokens: 3}, nil)
-	s.SpanEnded(sub)
+	b.ended(s, sub)
 
 	code, st := status("sess-status")
 	if code != http.StatusOK || st.Turn == nil || st.Context == nil {
@@ -64,7 +64,7 @@ func TestStatus(t *testing.T) {
 		t.Errorf("a viewer who may not see the session: %d %+v, want 404 and nothing", code, other)
 	}
 	wantTurn := TurnStatus{TraceID: turn.TraceID.String(), Index: 2, Running: true, Duration: 8, Requests: 2,
-		Tokens: Tokens{Input: 107, Output: 53, CacheRead: 4000, CacheCreation: 900}}
+		Tokens: usage(107, 53, 4000, 900)}
 	gotTurn := *st.Turn
 	gotTurn.Cost = 0
 	if gotTurn != wantTurn || st.Turn.Cost <= 0 {

@@ -19,6 +19,18 @@ type spans struct {
 	trace   instrument.TraceID
 	session string
 	next    byte
+	running instrument.Totals // the turn's, as the tracker sums them
+}
+
+// started and ended hand a span of the turn to s as the tracker does: with the turn's running
+// totals, which count it.
+func (b *spans) started(s *Store, sp *instrument.Span) { s.SpanStarted(b.count(sp)) }
+func (b *spans) ended(s *Store, sp *instrument.Span)   { s.SpanEnded(b.count(sp)) }
+
+func (b *spans) count(sp *instrument.Span) *instrument.Span {
+	b.running.Add(sp)
+	sp.TurnTotals = &b.running
+	return sp
 }
 
 func newSpans(trace byte, session string) *spans {
@@ -61,9 +73,9 @@ func TestLiveTurn(t *testing.T) {
 	turn := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", 0)
 	s.SpanStarted(turn)
 	chat := b.chat(turn, time.Second, instrument.RequestTurn, 0)
-	s.SpanStarted(chat)
+	b.started(s, chat)
 
-	got := s.Turns("")
+	got := s.TurnsWhere(Filter{})
 	if len(got) != 1 || !got[0].Running() || got[0].Duration != 5 || len(got[0].Spans) != 2 || !got[0].Spans[1].Running() {
 		t.Fatalf("running turn = %+v", got)
 	}
@@ -74,12 +86,12 @@ func TestLiveTurn(t *testing.T) {
 	u := wire.Usage{InputTokens: 100, OutputTokens: 10, CacheReadInputTokens: 800, CacheCreationInputTokens: 100}
 	respond(chat, 3*time.Second, u, map[wire.BlockType]int{wire.BlockText: 1, wire.BlockToolUse: 1})
 	chat.Chat.NewBlocks = map[instrument.BlockKey]int{{Role: wire.RoleUser, Type: wire.BlockText}: 2}
-	s.SpanEnded(chat)
+	b.ended(s, chat)
 	tool := b.span(instrument.KindTool, turn, "execute_tool Bash", 3*time.Second)
 	tool.Tool = &instrument.Tool{Name: "Bash"}
-	s.SpanStarted(tool)
+	b.started(s, tool)
 	tool.End, tool.Tool.Outcome = t0.Add(4*time.Second), instrument.ToolError
-	s.SpanEnded(tool)
+	b.ended(s, tool)
 
 	live, ok := s.Turn(got[0].TraceID)
 	if !ok {
@@ -87,7 +99,7 @@ func TestLiveTurn(t *testing.T) {
 	}
 	// 100*10 + 10*100 + 800*1 + 100*10 micro-dollars.
 	const wantCost = 0.0038
-	if live.Requests != 1 || live.Tokens.CacheRead != 800 || live.Tools["Bash"] != 1 || live.ToolFailures["Bash"] != 1 || live.ToolErrors != 1 {
+	if live.Requests != 1 || live.Usage.CacheReadInputTokens != 800 || live.ToolCounts["Bash"] != 1 || live.ToolFailures["Bash"] != 1 || live.ToolErrors != 1 {
 		t.Errorf("running totals = %+v", live)
 	}
 	if d := live.Cost - wantCost; d > 1e-12 || d < -1e-12 {
@@ -101,9 +113,9 @@ func TestLiveTurn(t *testing.T) {
 	}
 
 	turn.End = t0.Add(4 * time.Second)
-	turn.Turn = &instrument.Turn{Index: 1, Outcome: "end_turn", Requests: 1, ToolCalls: 1, ToolErrors: 1,
+	turn.Turn = &instrument.Turn{Index: 1, Outcome: "end_turn", Totals: instrument.Totals{Requests: 1, ToolCalls: 1, ToolErrors: 1,
 		ToolCounts: map[string]int{"Bash": 1}, ToolFailures: map[string]int{"Bash": 1}, Usage: u, Models: []string{"claude-opus-5-5"},
-		Cost: chat.Chat.Cost}
+		Cost: chat.Chat.Cost}}
 	s.SpanEnded(turn)
 	turn.Turn.ToolCounts["Bash"] = 99 // the tracker may reuse its maps; the store must have copied
 
@@ -112,7 +124,7 @@ func TestLiveTurn(t *testing.T) {
 		t.Errorf("line:\n got %q\nwant %q", out.String(), want)
 	}
 	done, _ := s.Turn(got[0].TraceID)
-	if done.Running() || done.Tools["Bash"] != 1 || done.Duration != 4 {
+	if done.Running() || done.ToolCounts["Bash"] != 1 || done.Duration != 4 {
 		t.Errorf("ended turn = %+v", done)
 	}
 	sess, _ := s.Session("sess-live-1")
@@ -133,27 +145,27 @@ func TestLine(t *testing.T) {
 	}{
 		{
 			name: "plain",
-			turn: Turn{SessionID: "0123456789ab", Index: 2, End: &end, Duration: 1.25, Requests: 1, Outcome: "end_turn",
-				Tokens: Tokens{Input: 12, Output: 3400, CacheRead: 120_000, CacheCreation: 1_500_000}, Cost: 12.345},
+			turn: Turn{SessionID: "0123456789ab", Index: 2, End: &end, Duration: 1.25, Outcome: "end_turn",
+				Totals: instrument.Totals{Requests: 1, Usage: usage(12, 3400, 120_000, 1_500_000), Cost: 12.345}},
 			want: "cctrace 01234567 turn 2 · 1.2s · 1 req · in 12 out 3.4k cache r 120k w 1.5M · hit 7% · $12.35 · end_turn",
 		},
 		{
 			name: "retries tools subagents unpriced",
-			turn: Turn{SessionID: "s", Index: 7, End: &end, Duration: 125, Requests: 9, Retries: 2,
-				Tools: map[string]int{"Read": 1, "Agent": 2, "Bash": 3}, ToolErrors: 1, Subagents: 2,
-				Tokens: Tokens{Input: 5}, Cost: 0.5, Unpriced: 3, Outcome: "max_tokens", Compacted: "auto"},
+			turn: Turn{SessionID: "s", Index: 7, End: &end, Duration: 125, Totals: instrument.Totals{Requests: 9, Retries: 2,
+				ToolCounts: map[string]int{"Read": 1, "Agent": 2, "Bash": 3}, ToolErrors: 1, Subagents: 2,
+				Usage: usage(5, 0, 0, 0), Cost: 0.5, Unpriced: 3}, Outcome: "max_tokens", Compacted: "auto"},
 			want: "cctrace s turn 7 · 2m05s · 9 req (2 retried) · Agent×2 Bash×3 Read×1 (1 failed) · 2 subagents · in 5 out 0 cache r 0 w 0 · hit 0% · $0.5000 +3 unpriced · max_tokens · compacted (auto)",
 		},
 		{
 			name: "no input no prices manual compaction prompt",
-			turn: Turn{Index: 3, End: &end, Compaction: "manual", Unpriced: 1, Outcome: "compaction",
+			turn: Turn{Index: 3, End: &end, Compaction: "manual", Totals: instrument.Totals{Unpriced: 1}, Outcome: "compaction",
 				Prompt: "  explain\nthe   whole repository to me, file by file, in great detail please, thank you"},
 			want: `cctrace - turn 3 (/compact manual) · 0.0s · 0 req · in 0 out 0 cache r 0 w 0 · cost ? · compaction · "explain the whole repository to me, file by file, in great d…"`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Line(&tt.turn); got != tt.want {
+			if got := string(appendLine(nil, &tt.turn)); got != tt.want {
 				t.Errorf("\n got %s\nwant %s", got, tt.want)
 			}
 		})
@@ -163,17 +175,17 @@ func TestLine(t *testing.T) {
 func TestCacheHitRatio(t *testing.T) {
 	tests := []struct {
 		name   string
-		tokens Tokens
+		tokens wire.Usage
 		want   float64
 		ok     bool
 	}{
-		{"none", Tokens{Output: 5}, 0, false},
-		{"all read", Tokens{CacheRead: 10}, 1, true},
-		{"quarter", Tokens{Input: 1, CacheRead: 1, CacheCreation: 2}, 0.25, true},
+		{"none", usage(0, 5, 0, 0), 0, false},
+		{"all read", usage(0, 0, 10, 0), 1, true},
+		{"quarter", usage(1, 0, 1, 2), 0.25, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := tt.tokens.CacheHitRatio()
+			got, ok := CacheHitRatio(tt.tokens)
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("CacheHitRatio() = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
@@ -216,11 +228,11 @@ func TestWriteSummary(t *testing.T) {
 		turn := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", time.Duration(10-i*5)*time.Second)
 		s.SpanStarted(turn)
 		chat := b.chat(turn, turn.Start.Sub(t0), instrument.RequestTurn, 0)
-		s.SpanStarted(chat)
+		b.started(s, chat)
 		respond(chat, turn.Start.Sub(t0)+time.Second, wire.Usage{InputTokens: 1000, OutputTokens: 100}, map[wire.BlockType]int{wire.BlockText: 1})
-		s.SpanEnded(chat)
+		b.ended(s, chat)
 		turn.End = chat.End
-		turn.Turn = &instrument.Turn{Index: 1, Requests: 1, Usage: chat.Chat.Response.Message.Usage, Cost: chat.Chat.Cost}
+		turn.Turn = &instrument.Turn{Index: 1, Totals: b.running}
 		s.SpanEnded(turn)
 	}
 	probe := newSpans(9, "")
@@ -255,18 +267,18 @@ func TestTurnsAreCopies(t *testing.T) {
 	s.SpanStarted(turn)
 	tool := b.span(instrument.KindTool, turn, "execute_tool Bash", 0)
 	tool.Tool = &instrument.Tool{Name: "Bash"}
-	s.SpanStarted(tool)
+	b.started(s, tool)
 	tool.End = t0
-	s.SpanEnded(tool)
+	b.ended(s, tool)
 
-	got := s.Turns("s")
+	got := s.TurnsWhere(Filter{Session: "s"})
 	got[0].Spans[0].Name = "changed"
-	got[0].Tools["Bash"] = 5
+	got[0].ToolCounts["Bash"] = 5
 	again, _ := s.Turn(got[0].TraceID)
-	if again.Spans[0].Name != "invoke_agent claude-code" || again.Tools["Bash"] != 1 {
+	if again.Spans[0].Name != "invoke_agent claude-code" || again.ToolCounts["Bash"] != 1 {
 		t.Errorf("changing a returned turn changed the store: %+v", again)
 	}
-	if n := len(s.Turns("other")); n != 0 {
+	if n := len(s.TurnsWhere(Filter{Session: "other"})); n != 0 {
 		t.Errorf("Turns(other) = %d turns, want 0", n)
 	}
 	if _, ok := s.Turn("nope"); ok {
@@ -284,7 +296,7 @@ func TestMaxTurns(t *testing.T) {
 			s.SpanStarted(b.chat(turn, 0, instrument.RequestTurn, 0))
 		}
 	}
-	got := s.Turns("")
+	got := s.TurnsWhere(Filter{})
 	if len(got) != 2 || got[0].TraceID != (instrument.TraceID{3}).String() || got[1].TraceID != (instrument.TraceID{2}).String() {
 		t.Fatalf("kept turns %v, want the last two, newest first", got)
 	}
@@ -324,22 +336,22 @@ func TestJoinedTurn(t *testing.T) {
 	s.SpanStarted(turn)
 	chat := b.chat(nil, 0, instrument.RequestTurn, 0)
 	chat.Parent, chat.ClientParent = client1, true
-	s.SpanStarted(chat)
+	b.started(s, chat)
 	u := wire.Usage{InputTokens: 10, OutputTokens: 5, CacheReadInputTokens: 90}
 	respond(chat, time.Second, u, map[wire.BlockType]int{wire.BlockToolUse: 1})
-	s.SpanEnded(chat)
+	b.ended(s, chat)
 	tool := b.span(instrument.KindTool, turn, "execute_tool Bash", time.Second)
 	tool.Tool = &instrument.Tool{Name: "Bash"}
-	s.SpanStarted(tool)
+	b.started(s, tool)
 	tool.End, tool.Tool.Outcome = t0.Add(2*time.Second), instrument.ToolSuccess
-	s.SpanEnded(tool)
+	b.ended(s, tool)
 	chat2 := b.chat(nil, 2*time.Second, instrument.RequestToolResults, 0)
 	chat2.Parent, chat2.ClientParent = client2, true
-	s.SpanStarted(chat2)
+	b.started(s, chat2)
 	respond(chat2, 3*time.Second, u, nil)
-	s.SpanEnded(chat2)
+	b.ended(s, chat2)
 
-	turns := s.Turns("sess-joined")
+	turns := s.TurnsWhere(Filter{Session: "sess-joined"})
 	if len(turns) != 1 || !turns[0].Running() || turns[0].Requests != 2 || len(turns[0].Spans) != 4 {
 		t.Fatalf("running joined turn = %+v", turns)
 	}
@@ -347,10 +359,10 @@ func TestJoinedTurn(t *testing.T) {
 		t.Errorf("root record = %+v, want the turn under the client's span", r)
 	}
 	turn.End = t0.Add(3 * time.Second)
-	turn.Turn = &instrument.Turn{Index: 1, Outcome: "end_turn", Requests: 2, ToolCalls: 1, ToolCounts: map[string]int{"Bash": 1},
-		Usage: wire.Usage{InputTokens: 20, OutputTokens: 10, CacheReadInputTokens: 180}}
+	turn.Turn = &instrument.Turn{Index: 1, Outcome: "end_turn", Totals: instrument.Totals{Requests: 2, ToolCalls: 1, ToolCounts: map[string]int{"Bash": 1},
+		Usage: wire.Usage{InputTokens: 20, OutputTokens: 10, CacheReadInputTokens: 180}}}
 	s.SpanEnded(turn)
-	if got, _ := s.Turn(turns[0].TraceID); got.Running() || got.Outcome != "end_turn" || got.Tokens.CacheRead != 180 {
+	if got, _ := s.Turn(turns[0].TraceID); got.Running() || got.Outcome != "end_turn" || got.Usage.CacheReadInputTokens != 180 {
 		t.Errorf("ended joined turn = %+v", got)
 	}
 	if out.Len() == 0 {
@@ -371,15 +383,16 @@ func TestTurnPartComesBack(t *testing.T) {
 		root := b.span(instrument.KindTurn, nil, "invoke_agent claude-code", at)
 		s.SpanStarted(root)
 		chat := b.chat(root, at+time.Second, instrument.RequestTurn, 0)
-		s.SpanStarted(chat)
+		b.running = instrument.Totals{} // each part is a turn of its own to the tracker
+		b.started(s, chat)
 		respond(chat, at+2*time.Second, u, nil)
-		s.SpanEnded(chat)
+		b.ended(s, chat)
 		root.End = t0.Add(at + 3*time.Second)
-		root.Turn = &instrument.Turn{Index: 1, Outcome: outcome, Requests: 1, Usage: u, Cost: chat.Chat.Cost}
+		root.Turn = &instrument.Turn{Index: 1, Outcome: outcome, Totals: b.running}
 		s.SpanEnded(root)
 		roots = append(roots, root)
 	}
-	got := s.Turns("") // newest first
+	got := s.TurnsWhere(Filter{}) // newest first
 	if len(got) != 2 || got[1].Outcome != "handed_off" || got[0].Outcome != "end_turn" || got[0].Requests != 1 || got[1].Requests != 1 {
 		t.Fatalf("turns = %+v", got)
 	}

@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/instrument/wire"
 )
 
 // The fmt forms below are how a turn's line was rendered before it was built with strconv and
@@ -21,7 +24,7 @@ func fmtLine(t *Turn) string {
 	if t.Retries > 0 {
 		fmt.Fprintf(&b, " (%d retried)", t.Retries)
 	}
-	if tools := fmtToolList(t.Tools); tools != "" {
+	if tools := fmtToolList(t.ToolCounts); tools != "" {
 		fmt.Fprintf(&b, " · %s", tools)
 		if f := fmtToolList(t.ToolFailures); f != "" {
 			fmt.Fprintf(&b, " (failed %s)", f)
@@ -35,8 +38,8 @@ func fmtLine(t *Turn) string {
 	case t.Subagents > 1:
 		fmt.Fprintf(&b, " · %d subagents", t.Subagents)
 	}
-	fmt.Fprintf(&b, " · %s", fmtTokenText(t.Tokens))
-	if r, ok := t.Tokens.CacheHitRatio(); ok {
+	fmt.Fprintf(&b, " · %s", fmtTokenText(t.Usage))
+	if r, ok := CacheHitRatio(t.Usage); ok {
 		fmt.Fprintf(&b, " · hit %s", fmtPercent(r))
 	}
 	fmt.Fprintf(&b, " · %s", fmtCostText(t.Cost, t.Unpriced))
@@ -56,8 +59,8 @@ func fmtLine(t *Turn) string {
 	return b.String()
 }
 
-func fmtTokenText(t Tokens) string {
-	return fmt.Sprintf("in %s out %s cache r %s w %s", fmtCount(t.Input), fmtCount(t.Output), fmtCount(t.CacheRead), fmtCount(t.CacheCreation))
+func fmtTokenText(t wire.Usage) string {
+	return fmt.Sprintf("in %s out %s cache r %s w %s", fmtCount(t.InputTokens), fmtCount(t.OutputTokens), fmtCount(t.CacheReadInputTokens), fmtCount(t.CacheCreationInputTokens))
 }
 
 func fmtCostText(usd float64, unpriced int) string {
@@ -166,19 +169,19 @@ func TestLineMatchesFmt(t *testing.T) {
 	end := t0
 	turns := []Turn{
 		{},
-		{SessionID: "0123456789ab", Index: 2, End: &end, Duration: 1.25, Requests: 1, Outcome: "end_turn",
-			Tokens: Tokens{Input: 12, Output: 3400, CacheRead: 120_000, CacheCreation: 1_500_000}, Cost: 12.345},
-		{SessionID: "s", Index: 7, Duration: 125, Requests: 9, Retries: 2, Tools: map[string]int{"Read": 1, "Agent": 2, "Bash": 3},
-			ToolFailures: map[string]int{"Bash": 1, "Read": 0}, ToolErrors: 1, Subagents: 1, Tokens: Tokens{Input: 5},
-			Cost: 0.5, Unpriced: 3, Outcome: "max_tokens", Compacted: "auto", Compaction: "manual"},
-		{Index: -3, Duration: math.NaN(), Requests: -1, Retries: 1, Tools: map[string]int{"Read": 0}, ToolErrors: 4,
-			Subagents: 5, Tokens: Tokens{Input: -5, CacheRead: 10}, Cost: math.Inf(1), Unpriced: 1,
+		{SessionID: "0123456789ab", Index: 2, End: &end, Duration: 1.25, Outcome: "end_turn", Totals: instrument.Totals{Requests: 1,
+			Usage: usage(12, 3400, 120_000, 1_500_000), Cost: 12.345}},
+		{SessionID: "s", Index: 7, Duration: 125, Totals: instrument.Totals{Requests: 9, Retries: 2, ToolCounts: map[string]int{"Read": 1, "Agent": 2, "Bash": 3},
+			ToolFailures: map[string]int{"Bash": 1, "Read": 0}, ToolErrors: 1, Subagents: 1, Usage: usage(5, 0, 0, 0),
+			Cost: 0.5, Unpriced: 3}, Outcome: "max_tokens", Compacted: "auto", Compaction: "manual"},
+		{Index: -3, Duration: math.NaN(), Totals: instrument.Totals{Requests: -1, Retries: 1, ToolCounts: map[string]int{"Read": 0}, ToolErrors: 4,
+			Subagents: 5, Usage: usage(-5, 0, 10, 0), Cost: math.Inf(1), Unpriced: 1},
 			Prompt: "  say \"hi\"\n\tto\x00 the ünïcode   world " + strings.Repeat("é", 70)},
-		{SessionID: "ÿÿÿÿÿ", Duration: 3599.99, Tools: manyTools(20), ToolFailures: manyTools(3), Tokens: Tokens{CacheCreation: 1},
+		{SessionID: "ÿÿÿÿÿ", Duration: 3599.99, Totals: instrument.Totals{ToolCounts: manyTools(20), ToolFailures: manyTools(3), Usage: usage(0, 0, 0, 1)},
 			Prompt: "\xff\xfe broken utf-8"},
 	}
 	for i := range turns {
-		if got, want := Line(&turns[i]), fmtLine(&turns[i]); got != want {
+		if got, want := string(appendLine(nil, &turns[i])), fmtLine(&turns[i]); got != want {
 			t.Errorf("turn %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
@@ -190,23 +193,28 @@ func FuzzLineMatchesFmt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, session string, index int, duration float64, requests, retries int, tool string,
 		calls, failures, subagents, in, out, read, write int, cost float64, unpriced int, outcome, compaction, compacted, prompt string) {
 		turn := Turn{
-			SessionID: session, Index: index, Duration: duration, Requests: requests, Retries: retries,
-			Tools: map[string]int{tool: calls, tool + "2": calls - 1}, ToolFailures: map[string]int{tool: failures},
-			ToolErrors: failures, Subagents: subagents, Tokens: Tokens{Input: in, Output: out, CacheRead: read, CacheCreation: write},
-			Cost: cost, Unpriced: unpriced, Outcome: outcome, Compaction: compaction, Compacted: compacted, Prompt: prompt,
+			SessionID: session, Index: index, Duration: duration, Totals: instrument.Totals{Requests: requests, Retries: retries,
+				ToolCounts: map[string]int{tool: calls, tool + "2": calls - 1}, ToolFailures: map[string]int{tool: failures},
+				ToolErrors: failures, Subagents: subagents, Usage: usage(in, out, read, write),
+				Cost: cost, Unpriced: unpriced}, Outcome: outcome, Compaction: compaction, Compacted: compacted, Prompt: prompt,
 		}
-		if got, want := Line(&turn), fmtLine(&turn); got != want {
+		if got, want := string(appendLine(nil, &turn)), fmtLine(&turn); got != want {
 			t.Errorf("\n got %s\nwant %s", got, want)
 		}
 	})
 }
 
 func TestLineDoesNotAllocate(t *testing.T) {
-	turn := Turn{SessionID: "0123456789ab", Index: 2, Duration: 1.25, Requests: 3, Retries: 1,
-		Tools: map[string]int{"Read": 1, "Bash": 2}, ToolFailures: map[string]int{"Bash": 1}, Subagents: 2,
-		Tokens: Tokens{Input: 12, Output: 3400, CacheRead: 120_000, CacheCreation: 1_500_000}, Cost: 0.5, Outcome: "end_turn"}
+	turn := Turn{SessionID: "0123456789ab", Index: 2, Duration: 1.25, Totals: instrument.Totals{Requests: 3, Retries: 1,
+		ToolCounts: map[string]int{"Read": 1, "Bash": 2}, ToolFailures: map[string]int{"Bash": 1}, Subagents: 2,
+		Usage: usage(12, 3400, 120_000, 1_500_000), Cost: 0.5}, Outcome: "end_turn"}
 	buf := appendLine(nil, &turn)
 	if a := testing.AllocsPerRun(100, func() { buf = appendLine(buf[:0], &turn) }); a != 0 {
 		t.Errorf("appendLine into a large enough buffer allocates %v times, want 0", a)
 	}
+}
+
+// usage is wire.Usage of input, output, cache read and cache write tokens.
+func usage(in, out, read, write int) wire.Usage {
+	return wire.Usage{InputTokens: in, OutputTokens: out, CacheReadInputTokens: read, CacheCreationInputTokens: write}
 }

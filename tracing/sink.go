@@ -28,7 +28,7 @@ import (
 )
 
 // instrumentationName names the tracer (the instrumentation scope) of every span.
-const instrumentationName = "github.com/cctrace/cctrace/internal/tracing"
+const instrumentationName = "github.com/cctrace/cctrace/tracing"
 
 // serviceName is service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
 const serviceName = "cctrace"
