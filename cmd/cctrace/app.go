@@ -72,6 +72,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	}
 
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(buildInfoGauge(thisBuild()))
 	prices := metrics.DefaultPrices()
 	if o.pricing != "" {
 		if prices, err = metrics.LoadPrices(o.pricing); err != nil {

@@ -6,6 +6,7 @@
 //	cctrace statusline [--url URL]     print the current turn, for Claude Code's statusLine
 //	cctrace budgets rules --budgets F  Prometheus alerting rules of a budgets file
 //	cctrace fingerprint < KEY          the fingerprint cctrace shows for a credential
+//	cctrace version                    version, commit and Go release of this binary
 package main
 
 import (
@@ -34,16 +35,13 @@ Usage:
   cctrace statusline [--url URL]      a status line for Claude Code (its statusLine setting)
   cctrace budgets rules --budgets F   print the Prometheus alerting rules of a budgets file
   cctrace fingerprint < KEY           print the fingerprint cctrace shows for a key or token
-  cctrace version
+  cctrace version                     print the version, commit and Go release of this binary
 
 Traces go to the OTLP gRPC endpoint in OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT);
 without one, nothing is exported: turns are printed, and shown on the turns page at the
 --metrics-listen address (http://127.0.0.1:9787/ for serve).
 Run 'cctrace serve -h' for the flags; each also reads CCTRACE_<FLAG_NAME>.
 `
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
@@ -68,7 +66,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "fingerprint":
 		return fingerprintCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "cctrace", version)
+		fmt.Fprintln(stdout, thisBuild())
 		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
