@@ -90,8 +90,9 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.DurationVar(&o.toolTimeout, "turn-idle-timeout", 30*time.Minute, "end a turn after this long without a request")
 	fs.DurationVar(&o.sessionTimeout, "session-idle-timeout", 2*time.Hour, "forget a session after this long without a request")
 	fs.IntVar(&o.maxSessions, "max-sessions", 10000, "sessions held at once; the least recently seen is evicted beyond it")
-	fs.Int64Var(&o.parseLimit, "parse-limit", 32<<20, "largest body (bytes) decoded for tracing; larger ones are forwarded, not decoded")
-	fs.Int64Var(&o.maxRequestBody, "max-request-body", 256<<20, "largest request body (bytes) forwarded; a larger one is answered 413 (0: no limit)")
+	o.parseLimit, o.maxRequestBody = 32<<20, 256<<20
+	fs.Var((*byteSize)(&o.parseLimit), "parse-limit", "largest body decoded for tracing; larger ones are forwarded, not decoded")
+	fs.Var((*byteSize)(&o.maxRequestBody), "max-request-body", "largest request body forwarded; a larger one is answered 413 (0: no limit)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the proxy over HTTPS with this PEM certificate (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&o.replica, "replica", false, "this cctrace is one of several replicas behind a load balancer with session affinity: a turn whose session went on elsewhere ends as handed_off")
