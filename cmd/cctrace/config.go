@@ -156,10 +156,14 @@ func (t teamOptions) validate() error {
 	return nil
 }
 
-// parseArgs parses args after applying CCTRACE_* defaults, and checks the values.
-func parseArgs(fs *flag.FlagSet, args []string) error {
+// parseArgs parses command's args after applying the CCTRACE_* defaults of the flags it takes,
+// and checks the values.
+func parseArgs(command string, fs *flag.FlagSet, args []string) error {
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
+		if !takesFlag(command, f.Name) {
+			return
+		}
 		env := "CCTRACE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
 			if err := f.Value.Set(v); err != nil && envErr == nil {

@@ -94,18 +94,20 @@ func parseFlags(name string, args []string, stderr io.Writer, listenDefault, met
 	// The flag package prints every flag after any mistake; one line that says what was wrong
 	// is easier to act on, and -h still prints them all.
 	fs.SetOutput(io.Discard)
-	if err := parseArgs(fs, args); err != nil {
+	if err := parseArgs(name, fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			synopsis := "cctrace " + name + " [flags]"
-			if name == "run" {
-				synopsis += " -- COMMAND [ARGS]"
-			}
-			fmt.Fprintf(stderr, "Usage: %s\n\nFlags (each also read from CCTRACE_<FLAG_NAME>):\n", synopsis)
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
+			printHelp(stderr, name, fs)
 			return o, nil, 0
 		}
 		fmt.Fprintf(stderr, "cctrace %s: %v (see 'cctrace %s -h')\n", name, err, name)
+		return o, nil, 2
+	}
+	if set := gatewayFlagsSet(name, fs); len(set) > 0 {
+		what := "is a team gateway's flag, not one for a private proxy of one command: give it"
+		if len(set) > 1 {
+			what = "are a team gateway's flags, not ones for a private proxy of one command: give them"
+		}
+		fmt.Fprintf(stderr, "cctrace %s: %s %s to a shared 'cctrace serve' (see 'cctrace serve -h')\n", name, strings.Join(set, " and "), what)
 		return o, nil, 2
 	}
 	if err := o.validate(); err != nil {

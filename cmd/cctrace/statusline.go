@@ -41,7 +41,7 @@ func statusline(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("statusline", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	base := fs.String("url", "http://"+defaultMetricsListen, "the running cctrace's turns page address (cctrace run sets CCTRACE_URL for its command)")
-	if err := parseArgs(fs, args); err != nil {
+	if err := parseArgs("statusline", fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stderr, "Usage: cctrace statusline [--url URL]\n\nFor Claude Code's statusLine setting: reads its JSON on stdin, prints the current turn.\n\n")
 			fs.SetOutput(stderr)
