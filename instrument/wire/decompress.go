@@ -42,6 +42,17 @@ func Decompress(encoding string, b []byte) ([]byte, error) {
 	return b, nil
 }
 
+// encoded reports whether a Content-Encoding changes the body: it names a coding other than
+// identity.
+func encoded(encoding string) bool {
+	for coding := range strings.SplitSeq(encoding, ",") {
+		if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+			return true
+		}
+	}
+	return false
+}
+
 func decodeOne(coding string, b []byte) ([]byte, error) {
 	switch coding {
 	case "", "identity":

@@ -22,8 +22,7 @@ const awsEventStream = "application/vnd.amazon.eventstream"
 
 // IsAWSEventStream reports whether a Content-Type is Bedrock's event stream.
 func IsAWSEventStream(contentType string) bool {
-	mediaType, _, _ := strings.Cut(contentType, ";")
-	return strings.EqualFold(strings.TrimSpace(mediaType), awsEventStream)
+	return strings.EqualFold(mediaType(contentType), awsEventStream)
 }
 
 // maxFrame bounds one event-stream frame the decoder holds; a longer one is skipped by its

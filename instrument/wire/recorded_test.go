@@ -355,7 +355,7 @@ func TestDecodeResponseRecordedAgainstEncodingJSON(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		contentType := strings.Join(rec.ResponseHeaders["Content-Type"], "")
-		if !isEventStream(contentType) {
+		if !IsEventStream(contentType) || IsAWSEventStream(contentType) {
 			continue
 		}
 		streams++

@@ -43,6 +43,7 @@ type StreamDecoder struct {
 	// Decoded content.
 	msg        messageBuilder
 	open       map[int]*openBlock
+	openTools  int // blocks in open that are tool calls
 	firstChunk time.Time
 	stopped    bool // message_stop seen
 	errType    string
@@ -155,16 +156,13 @@ func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
 	var name []byte
 	i := 0
 	if bytes.HasPrefix(p, []byte("event:")) {
-		i = fieldValue(p, len("event:"))
-		start := i
-		for i < len(p) && p[i] != '\n' && p[i] != '\r' {
-			if i-start == maxInPlaceName {
-				return 0
-			}
-			i++
+		start := fieldValue(p, len("event:"))
+		n := lineLength(p[start:min(len(p), start+maxInPlaceName+1)])
+		if n < 0 || n > maxInPlaceName {
+			return 0
 		}
-		name = p[start:i]
-		if i = lineEnd(p, i); i < 0 {
+		name = p[start : start+n]
+		if i = lineEnd(p, start+n); i < 0 {
 			return 0
 		}
 	}
@@ -384,6 +382,9 @@ func blockDeltaMembers(r *tokens) blockDeltaFields {
 // handleEvent decodes the data of one event, named name (empty without an event line), and
 // applies it.
 func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
+	if d.passesOver(name) {
+		return nil
+	}
 	var ev sseEvent
 	r := &d.t
 	r.reset(data)
@@ -446,6 +447,14 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	return nil
 }
 
+// passesOver reports whether an event named name can change nothing the decoder keeps, and so
+// need not be decoded: a content_block_delta once the first delta's time is known, the text
+// preview is full and no tool call is open. Such deltas (text beyond the preview, thinking) are
+// nearly all of a long answer's events. The Messages API names each event by its type.
+func (d *StreamDecoder) passesOver(name []byte) bool {
+	return string(name) == "content_block_delta" && !d.firstChunk.IsZero() && d.msg.textFull() && d.openTools == 0
+}
+
 func (d *StreamDecoder) blockStart(index int, raw []byte) {
 	blk := d.msg.block(&d.t, raw)
 	if len(d.open) >= maxOpenBlocks {
@@ -461,7 +470,24 @@ func (d *StreamDecoder) blockStart(index int, raw []byte) {
 		ob.startInput = bytes.Clone(blk.input)
 		d.msg.tools[blk.tool].InputBytes = 0
 	}
+	d.closeBlock(index)
 	d.open[index] = ob
+	if ob.tool >= 0 {
+		d.openTools++
+	}
+}
+
+// closeBlock forgets the open block at index, if any, and returns it.
+func (d *StreamDecoder) closeBlock(index int) *openBlock {
+	ob := d.open[index]
+	if ob == nil {
+		return nil
+	}
+	delete(d.open, index)
+	if ob.tool >= 0 {
+		d.openTools--
+	}
+	return ob
 }
 
 // handleBlockDelta handles a content_block_delta event.
@@ -496,12 +522,8 @@ func (d *StreamDecoder) handleBlockDelta(index int, f blockDeltaFields, now time
 }
 
 func (d *StreamDecoder) blockStop(index int, now time.Time) {
-	ob := d.open[index]
-	if ob == nil {
-		return
-	}
-	delete(d.open, index)
-	if ob.tool < 0 {
+	ob := d.closeBlock(index)
+	if ob == nil || ob.tool < 0 {
 		return
 	}
 	d.finishTool(ob, now)
@@ -530,7 +552,7 @@ func (d *StreamDecoder) Finish(resp *Response) {
 		if ob.tool >= 0 {
 			d.finishTool(ob, time.Time{})
 		}
-		delete(d.open, index)
+		d.closeBlock(index)
 	}
 	d.t.release()
 	resp.Message = d.msg.result()
@@ -698,6 +720,9 @@ func (b *messageBuilder) block(r *tokens, raw []byte) responseBlock {
 	return responseBlock{tool: -1}
 }
 
+// textFull reports whether the start of the response's text that is kept is complete.
+func (b *messageBuilder) textFull() bool { return len(b.text) >= PreviewLimit+utf8.UTFMax }
+
 // appendText adds a raw text to the start of the response's text that is kept.
 func (b *messageBuilder) appendText(raw []byte) {
 	if room := PreviewLimit + utf8.UTFMax - len(b.text); room > 0 && len(raw) > 0 {
@@ -762,9 +787,10 @@ func decodeError(r *tokens, raw []byte) (typ, message string) {
 	return typ, message
 }
 
-// DecodeResponse decodes a complete non-streamed (or content-encoded) response body, per
-// resp.ContentType, resp.ContentEncoding and the endpoint: a JSON message, a count_tokens
-// answer, a JSON error, or an event stream decoded at once (all events at resp.End). Failures
+// DecodeResponse decodes a complete response body, as forwarded, per resp.ContentType,
+// resp.ContentEncoding and the endpoint: a JSON message, a count_tokens answer, a JSON error, or
+// an event stream. An event stream's events are timed by resp.Chunks, which it then clears; the
+// events of a content-encoded stream, and those past the chunks, are taken at resp.End. Failures
 // are reported in resp.ParseError; it never panics on bad input.
 func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 	b, err := Decompress(resp.ContentEncoding, body)
@@ -772,14 +798,25 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 		resp.ParseError = fmt.Sprintf("decoding response body: %v", err)
 		return
 	}
-	if isEventStream(resp.ContentType) || IsAWSEventStream(resp.ContentType) {
+	if IsEventStream(resp.ContentType) {
 		resp.Streamed = true
 		d := NewStreamDecoder()
 		if IsAWSEventStream(resp.ContentType) {
 			d = NewEventStreamDecoder()
 		}
-		d.Write(b, resp.End)
+		from := 0
+		if !encoded(resp.ContentEncoding) { // the chunks are b's
+			for _, c := range resp.Chunks {
+				if c.End < from || c.End > len(b) {
+					break
+				}
+				d.Write(b[from:c.End], c.At)
+				from = c.End
+			}
+		}
+		d.Write(b[from:], resp.End)
 		d.Finish(resp)
+		resp.Chunks = nil
 		return
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
@@ -837,8 +874,15 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 	}
 }
 
-// isEventStream reports whether a Content-Type is text/event-stream.
-func isEventStream(contentType string) bool {
-	mediaType, _, _ := strings.Cut(contentType, ";")
-	return strings.EqualFold(strings.TrimSpace(mediaType), "text/event-stream")
+// IsEventStream reports whether a Content-Type is an event stream: text/event-stream (SSE), or
+// Bedrock's application/vnd.amazon.eventstream (IsAWSEventStream).
+func IsEventStream(contentType string) bool {
+	mt := mediaType(contentType)
+	return strings.EqualFold(mt, "text/event-stream") || strings.EqualFold(mt, awsEventStream)
+}
+
+// mediaType returns a Content-Type without its parameters.
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.TrimSpace(mt)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -147,6 +148,70 @@ func TestStreamDecoderTiming(t *testing.T) {
 		if got := resp.Message.ToolUses[i].End; !got.Equal(t0.Add(want * time.Millisecond)) {
 			t.Errorf("ToolUses[%d].End = %v, want t0+%dms", i, got, want)
 		}
+	}
+}
+
+// TestDecodeResponseChunks checks that a stream decoded whole from its copy, timed by the chunks
+// it was forwarded in, decodes exactly as when fed chunk by chunk as it passed; and that a
+// content-encoded stream's chunks, which are not its events' bytes, are left unused.
+func TestDecodeResponseChunks(t *testing.T) {
+	raw := readFixture(t, "stream_parallel_tools.sse")
+	events := bytes.SplitAfter(raw, []byte("\n\n"))
+	want := decodeStream(events...)
+	want.ContentType, want.Streamed = "text/event-stream", true
+
+	got := Response{ContentType: "text/event-stream"}
+	end := 0
+	for i, ev := range events {
+		end += len(ev)
+		got.Chunks = append(got.Chunks, Chunk{End: end, At: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	DecodeResponse(&got, EndpointMessages, raw)
+	diffResponse(t, got, want)
+
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write(raw)
+	_ = zw.Close()
+	encoded := Response{ContentType: "text/event-stream", ContentEncoding: "gzip", End: t0.Add(time.Hour),
+		Chunks: []Chunk{{End: zipped.Len() / 2, At: t0}, {End: zipped.Len(), At: t0}}}
+	DecodeResponse(&encoded, EndpointMessages, zipped.Bytes())
+	if !encoded.FirstChunk.Equal(encoded.End) || encoded.Chunks != nil || encoded.Message == nil {
+		t.Errorf("gzip stream: first chunk %v, end %v, chunks %v, message %v", encoded.FirstChunk, encoded.End, encoded.Chunks, encoded.Message)
+	}
+}
+
+// TestStreamDecoderPassesOver checks which deltas are not decoded: once the first delta's time
+// is known and the text preview is full, a delta (even a malformed one) is passed over unless a
+// tool call is open, whose input deltas count.
+func TestStreamDecoderPassesOver(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	text := func(s string) string {
+		return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + s + "\"}}\n\n"
+	}
+	const malformed = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\n\n"
+	tool := "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n"
+	full := strings.Repeat("x", PreviewLimit+8)
+	tests := []struct {
+		name, stream string
+		skipped      int
+	}{
+		{"preview not full", start + text("short") + malformed, 1},
+		{"preview full", start + text(full) + malformed + text("more"), 0},
+		{"a tool call open", start + text(full) + tool + malformed, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := decodeStream([]byte(tt.stream))
+			if want := fmt.Sprintf("skipped %d events", tt.skipped); tt.skipped > 0 && !strings.Contains(r.ParseError, want) || tt.skipped == 0 && r.ParseError != "" {
+				t.Errorf("ParseError %q, want %d skipped", r.ParseError, tt.skipped)
+			}
+			if r.Message == nil || r.Message.ID != "msg_1" {
+				t.Errorf("message %+v", r.Message)
+			}
+		})
 	}
 }
 

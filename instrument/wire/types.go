@@ -329,7 +329,7 @@ type Response struct {
 	// ContentType and ContentEncoding are the response headers of the same name.
 	ContentType     string
 	ContentEncoding string
-	Streamed        bool  // text/event-stream
+	Streamed        bool  // an event stream (IsEventStream)
 	BodySize        int64 // bytes forwarded to the client
 	// Message is the decoded message; nil for error responses and non-message endpoints.
 	Message *MessageInfo
@@ -346,6 +346,17 @@ type Response struct {
 	Incomplete bool
 	// ParseError says why the body could not be decoded, when it could not.
 	ParseError string
+	// Chunks says when each part of an event stream's body copy was forwarded, in order, for
+	// DecodeResponse to time the events by (time to first token, tool call ends); nil for other
+	// bodies, and once decoded.
+	Chunks []Chunk
+}
+
+// Chunk is one part of a response body as it was forwarded: the bytes of the body from the
+// previous Chunk's End (or the start) up to End reached the client at At.
+type Chunk struct {
+	End int
+	At  time.Time
 }
 
 // MessageInfo is the assistant message of a response (streamed or not).
