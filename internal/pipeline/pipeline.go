@@ -89,8 +89,9 @@ func WithResolve(resolve func(*wire.Request)) Option {
 const DefaultQueueBudget = 6 << 20
 
 // WithQueueBudget bounds the body bytes pushed and not yet decoded. A body is always accepted
-// when nothing else is waiting, however large, so that one big request is still decoded.
-// Default DefaultQueueBudget (6 MiB).
+// when nothing else is waiting, however large, so that one big request is still decoded; so is a
+// response body of up to 64 KiB (most answers, whole event streams included), whose usage the
+// cost is counted from. Default DefaultQueueBudget (6 MiB).
 func WithQueueBudget(n int) Option { return func(p *Pipeline) { p.budget = n } }
 
 // New returns a pipeline feeding tr. Call Run to start it.
@@ -123,9 +124,15 @@ func (p *Pipeline) ResponseDone(resp *wire.Response, body []byte) {
 	p.push(event{resp: resp, body: body})
 }
 
+// smallAnswer is the size up to which a response body is always queued (and counted): an answer
+// carries the usage that cost is counted from, and a burst of large uploads must not cost it.
+// It is the proxy's small copy, which it always makes.
+const smallAnswer = 64 << 10
+
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
-	if p.queued > 0 && p.queued+len(ev.body) > p.budget {
+	small := ev.resp != nil && len(ev.body) <= smallAnswer
+	if p.queued > 0 && p.queued+len(ev.body) > p.budget && !small {
 		p.bufs.Put(ev.body)
 		ev.body = nil
 		p.dropped++

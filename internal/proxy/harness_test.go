@@ -40,6 +40,15 @@ type exchangeRecord struct {
 	respBody []byte
 }
 
+// decoded returns the response decoded from its body copy, as the pipeline decodes it.
+func (rec *exchangeRecord) decoded() *wire.Response {
+	resp := *rec.resp
+	if rec.respBody != nil {
+		wire.DecodeResponse(&resp, rec.req.Endpoint, rec.respBody)
+	}
+	return &resp
+}
+
 // recorder is an Observer that keeps everything and checks the call order contract.
 type recorder struct {
 	mu         sync.Mutex

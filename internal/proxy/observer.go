@@ -18,10 +18,10 @@ type Observer interface {
 	// fit the copy budget (then req.ParseError says so). The observer owns req and body.
 	RequestRead(req *wire.Request, body []byte)
 	// ResponseDone is called once the response body ended, failed, or the client went away.
-	// For event streams that were not content-encoded, resp.Message and the other decoded fields
-	// are already filled (decoded inline, after each chunk was flushed) and body is nil. For
-	// everything else body is a copy of the response body as sent (still content-encoded; nil
-	// when over the parse limit or the copy budget, and resp.ParseError says so), to be decoded
-	// by the observer. The observer owns resp and body.
+	// body is a copy of the response body as forwarded (still content-encoded as the upstream
+	// sent it; nil when there was none, or it exceeded the parse limit or did not fit the copy
+	// budget, and then resp.ParseError says so); for an event stream resp.Chunks says when each
+	// part of it reached the client. Decoding is the observer's job (wire.DecodeResponse), off
+	// the forwarding path. The observer owns resp and body.
 	ResponseDone(resp *wire.Response, body []byte)
 }

@@ -96,10 +96,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithParseLimit sets how many bytes of a request or response body the proxy copies for the
 // Observer. A body longer than n is still forwarded in full; only the copy is dropped, and the
-// ParseError of the wire.Request or wire.Response says so. Event streams that are not
-// content-encoded are decoded as they pass and are not subject to the limit. Zero or a negative
-// n copies nothing: every non-empty body counts as over the limit. The default is
-// DefaultParseLimit (32 MiB).
+// ParseError of the wire.Request or wire.Response says so. An event stream's copy counts the
+// times of its chunks (wire.Response.Chunks) too. Zero or a negative n copies nothing: every
+// non-empty body counts as over the limit. The default is DefaultParseLimit (32 MiB).
 func WithParseLimit(n int64) Option {
 	return func(c *config) { c.parseLimit = n }
 }

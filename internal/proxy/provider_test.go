@@ -71,9 +71,12 @@ func TestBedrockEventStreamPassesThroughAndDecodes(t *testing.T) {
 		rec.req.PathModel != "us.anthropic.claude-opus-5-5" || !rec.req.PathStream {
 		t.Errorf("request %+v", rec.req)
 	}
-	r := rec.resp
+	if !bytes.Equal(rec.respBody, stream) || len(rec.resp.Chunks) == 0 {
+		t.Errorf("observed a copy of %d bytes in %d chunks, want the %d forwarded", len(rec.respBody), len(rec.resp.Chunks), len(stream))
+	}
+	r := rec.decoded()
 	if !r.Streamed || r.Message == nil || r.Message.StopReason != "end_turn" || r.Message.Usage.CacheReadInputTokens != 100 ||
-		r.Message.Usage.OutputTokens != 3 || r.Message.Text != "Hello" || r.Incomplete || r.ParseError != "" || rec.respBody != nil {
+		r.Message.Usage.OutputTokens != 3 || r.Message.Text != "Hello" || r.Incomplete || r.ParseError != "" {
 		t.Errorf("response %+v, message %+v", r, r.Message)
 	}
 	if r.FirstChunk.IsZero() {

@@ -2,9 +2,9 @@
 // and every response back to the client byte for byte and without delay, and taps both bodies
 // as they pass to tell an Observer what each exchange carried.
 //
-// Forwarding never waits for observing: request bytes are copied as the transport reads them,
-// event-stream chunks are written and flushed to the client before they are decoded, and no JSON
-// is parsed on the request path.
+// Forwarding never waits for observing: no body is decoded on the forwarding path. Request bytes
+// are copied as the transport reads them, response bytes once they were written to the client
+// (with the time each part of an event stream was), and the Observer decodes the copies.
 package proxy
 
 import (
@@ -13,12 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -203,21 +201,12 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	x.resp.RequestID = res.Header.Get("Request-Id")
 	x.resp.ContentType = res.Header.Get("Content-Type")
 	x.resp.ContentEncoding = res.Header.Get("Content-Encoding")
-	awsStream := wire.IsAWSEventStream(x.resp.ContentType)
-	x.resp.Streamed = isEventStream(x.resp.ContentType) || awsStream
+	x.resp.Streamed = wire.IsEventStream(x.resp.ContentType)
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser).
 		return nil
 	}
-	switch {
-	case awsStream && isIdentity(x.resp.ContentEncoding):
-		// Bedrock's binary event stream: decoded frame by frame like SSE, after each write.
-		x.decoder = wire.NewEventStreamDecoder()
-	case x.resp.Streamed && isIdentity(x.resp.ContentEncoding):
-		x.decoder = wire.NewStreamDecoder()
-	default:
-		x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength, &p.copies)
-	}
+	x.respCopy = newBoundedCopy(p.cfg.parseLimit, res.ContentLength, &p.copies)
 	res.Body = &responseBody{ReadCloser: res.Body, x: x, length: res.ContentLength}
 	return nil
 }
@@ -321,12 +310,11 @@ type exchange struct {
 	reqOnce sync.Once
 
 	resp         wire.Response
-	decoder      *wire.StreamDecoder // event streams without Content-Encoding
-	respCopy     *boundedCopy        // every other body
-	transportErr error               // the round trip failed
-	tooLarge     bool                // answered 413 by the proxy itself: resp is filled already
-	readErr      error               // reading the upstream body failed
-	bodyEnded    bool                // the upstream body was read to its end
+	respCopy     *boundedCopy // nil for an upgraded connection
+	transportErr error        // the round trip failed
+	tooLarge     bool         // answered 413 by the proxy itself: resp is filled already
+	readErr      error        // reading the upstream body failed
+	bodyEnded    bool         // the upstream body was read to its end
 }
 
 // requestRead hands the request to the Observer, once.
@@ -369,11 +357,8 @@ func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
 		resp.Err = "client went away: " + tw.writeErr.Error()
 	}
 	var body []byte
-	switch {
-	case x.decoder != nil:
-		x.decoder.Finish(resp)
-	case x.respCopy != nil:
-		b, err := x.respCopy.take()
+	if c := x.respCopy; c != nil {
+		b, err := c.take()
 		x.respCopy = nil // the Observer owns the copy now
 		switch {
 		case errors.Is(err, errOverParseLimit):
@@ -382,29 +367,10 @@ func (x *exchange) responseDone(ctx context.Context, tw *responseTap) {
 		case err != nil:
 			resp.ParseError = err.Error()
 		default:
-			body = b
+			body, resp.Chunks = b, c.chunks
 		}
 	}
 	x.p.obs.ResponseDone(resp, body)
-}
-
-// isEventStream reports whether a Content-Type is text/event-stream.
-func isEventStream(contentType string) bool {
-	if contentType == "" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		mt, _, _ = strings.Cut(contentType, ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-	}
-	return mt == "text/event-stream"
-}
-
-// isIdentity reports whether a Content-Encoding leaves the body as it is.
-func isIdentity(contentEncoding string) bool {
-	ce := strings.TrimSpace(contentEncoding)
-	return ce == "" || strings.EqualFold(ce, "identity")
 }
 
 // bufferPool lends ReverseProxy its 32 KiB copy buffers, so that a long session does not

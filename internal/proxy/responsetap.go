@@ -5,9 +5,9 @@ import (
 	"net/http"
 )
 
-// responseTap wraps the client's ResponseWriter. It counts the bytes forwarded and, for event
-// streams, flushes each chunk to the client before handing it to the stream decoder, so decoding
-// never delays a byte.
+// responseTap wraps the client's ResponseWriter. It counts the bytes forwarded and copies them
+// once they were written; an event stream's chunks it flushes to the client first, and notes
+// when each was.
 //
 // It keeps every optional interface of the writer it wraps reachable: Flush and FlushError
 // directly, the rest (Hijack, deadlines, …) through Unwrap and http.ResponseController.
@@ -38,7 +38,8 @@ func (t *responseTap) WriteHeader(code int) {
 	t.ResponseWriter.WriteHeader(code)
 }
 
-// Write forwards p to the client; for an event stream it then flushes and only then decodes.
+// Write forwards p to the client, then copies it; an event stream's chunk is flushed before it
+// is copied and its time noted, which is when its events reached the client.
 func (t *responseTap) Write(p []byte) (int, error) {
 	t.wroteHeader = true
 	n, err := t.ResponseWriter.Write(p)
@@ -46,16 +47,22 @@ func (t *responseTap) Write(p []byte) (int, error) {
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
 	}
-	// An event stream is flushed here, before its chunk is decoded; ReverseProxy flushes other
-	// bodies as soon as this returns.
-	if d := t.x.decoder; d != nil && n > 0 {
-		if err == nil {
-			if ferr := t.rc.Flush(); ferr != nil && t.writeErr == nil {
-				t.writeErr = ferr
-			}
-		}
-		d.Write(p[:n], t.x.p.cfg.now())
+	c := t.x.respCopy
+	if c == nil || n == 0 {
+		return n, err
 	}
+	if !t.x.resp.Streamed {
+		// ReverseProxy flushes it as soon as this returns.
+		c.add(p[:n])
+		return n, err
+	}
+	if err == nil {
+		if ferr := t.rc.Flush(); ferr != nil && t.writeErr == nil {
+			t.writeErr = ferr
+		}
+	}
+	c.add(p[:n])
+	c.mark(t.x.p.cfg.now())
 	return n, err
 }
 
@@ -80,9 +87,8 @@ func (t *responseTap) Unwrap() http.ResponseWriter {
 	return t.ResponseWriter
 }
 
-// responseBody wraps the upstream's response body: it copies non-stream bodies (up to the parse
-// limit), notes when the body has ended, and remembers a read error before that, which means the
-// upstream cut the body short.
+// responseBody wraps the upstream's response body: it notes when the body has ended, and
+// remembers a read error before that, which means the upstream cut the body short.
 type responseBody struct {
 	io.ReadCloser
 	x      *exchange
@@ -95,9 +101,6 @@ type responseBody struct {
 // closed its connection and so canceled the upstream request.
 func (b *responseBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if c := b.x.respCopy; c != nil {
-		c.add(p[:n])
-	}
 	b.read += int64(n)
 	switch {
 	case err == io.EOF || (b.length >= 0 && b.read >= b.length):

@@ -143,13 +143,14 @@ func TestSSEIsNotBuffered(t *testing.T) {
 	if !resp.Streamed || resp.Status != http.StatusOK || resp.RequestID != "req_011CSse" || resp.Err != "" {
 		t.Errorf("observed response %+v", *resp)
 	}
-	if rec.respBody != nil {
-		t.Errorf("a decoded stream came with a %d-byte copy", len(rec.respBody))
+	// Each event was flushed on its own, and so is one chunk, timed when it reached the client.
+	if !bytes.Equal(rec.respBody, bytes.Join(events, nil)) || len(resp.Chunks) != len(events) {
+		t.Errorf("observed a copy of %d bytes in %d chunks, want the %d events forwarded", len(rec.respBody), len(resp.Chunks), len(events))
 	}
 	if want := int64(len(bytes.Join(events, nil))); resp.BodySize != want {
 		t.Errorf("BodySize %d, want %d", resp.BodySize, want)
 	}
-	wantToolUseMessage(t, resp)
+	wantToolUseMessage(t, rec.decoded())
 }
 
 func TestClientCancelMidStream(t *testing.T) {
@@ -186,7 +187,7 @@ func TestClientCancelMidStream(t *testing.T) {
 		t.Fatal("the upstream request was not canceled")
 	}
 	rec := h.rec.next(t)
-	resp := rec.resp
+	resp := rec.decoded()
 	if !resp.Canceled || !strings.HasPrefix(resp.Err, "client went away") || resp.Status != http.StatusOK {
 		t.Errorf("observed response %+v", *resp)
 	}
@@ -375,7 +376,7 @@ func TestUpstreamCutsStream(t *testing.T) {
 		t.Errorf("client got %q before the cut, want %q", got, want)
 	}
 	rec := h.rec.next(t)
-	resp := rec.resp
+	resp := rec.decoded()
 	if !strings.HasPrefix(resp.Err, "upstream: ") || resp.Canceled || !resp.Incomplete {
 		t.Errorf("observed response %+v", *resp)
 	}
@@ -471,5 +472,5 @@ func TestAnthropicSDKStreaming(t *testing.T) {
 	if rec.resp.BodySize != int64(len(sse)) {
 		t.Errorf("BodySize %d, want %d", rec.resp.BodySize, len(sse))
 	}
-	wantToolUseMessage(t, rec.resp)
+	wantToolUseMessage(t, rec.decoded())
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
@@ -139,7 +138,7 @@ func (r *record) exchange() (*Exchange, error) {
 		RequestID:       rh.Get("Request-Id"),
 		ContentType:     rh.Get("Content-Type"),
 		ContentEncoding: rh.Get("Content-Encoding"),
-		Streamed:        strings.HasPrefix(rh.Get("Content-Type"), "text/event-stream") || wire.IsAWSEventStream(rh.Get("Content-Type")),
+		Streamed:        wire.IsEventStream(rh.Get("Content-Type")),
 		BodySize:        int64(len(response)),
 	}
 	return &Exchange{Seq: r.Seq, Request: req, Response: resp, Header: h, Query: r.Query, Body: body, response: response}, nil
