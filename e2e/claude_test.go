@@ -202,22 +202,22 @@ invoke_agent claude-code [end_turn]
 			"cache_read":     total.CacheReadInputTokens,
 			"cache_creation": total.CacheCreationInputTokens,
 		} {
-			s.prom.WaitQuery(t, fmt.Sprintf(`sum(cctrace_tokens_total{type=%q})`, typ), float64(want), 30*time.Second)
+			s.prom.WaitQuery(t, fmt.Sprintf(`sum(cctrace_tokens_total{type=%q})`, typ), float64(want))
 		}
-		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind!="other"})`, float64(requests), 30*time.Second)
-		s.prom.WaitQuery(t, `sum(cctrace_compactions_total{trigger="manual"})`, 1, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind!="other"})`, float64(requests))
+		s.prom.WaitQuery(t, `sum(cctrace_compactions_total{trigger="manual"})`, 1)
 		// One subagent each in subagent and subagent_background, two in parallel_subagents.
-		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 4, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 4)
 		// A turn a person started, or a task notification did, counts once: the cut stream's
 		// resumption is part of its turn (13 = 1 a scenario, 2 in subagent_background, 4 in
 		// compaction).
-		s.prom.WaitQuery(t, `sum(cctrace_turns_total)`, 13, 30*time.Second)
-		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="resumption"})`, 1, 30*time.Second)
-		s.prom.WaitQuery(t, `sum(cctrace_requests_total{code="529"})`, 2, 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_turns_total)`, 13)
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="resumption"})`, 1)
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{code="529"})`, 2)
 		// One session is no load: every body decoded, and the series there to say so (4 of them,
 		// from cctrace's start).
-		s.prom.WaitQuery(t, `count(cctrace_bodies_not_decoded_total)`, 4, 30*time.Second)
-		s.prom.WaitQuery(t, `sum(cctrace_bodies_not_decoded_total)`, 0, 30*time.Second)
+		s.prom.WaitQuery(t, `count(cctrace_bodies_not_decoded_total)`, 4)
+		s.prom.WaitQuery(t, `sum(cctrace_bodies_not_decoded_total)`, 0)
 		if cost := s.prom.Query(t, `sum(cctrace_cost_usd_total)`); cost <= 0 {
 			t.Errorf("cost = %v, want > 0", cost)
 		}
@@ -243,7 +243,7 @@ invoke_agent claude-code [end_turn]
 			"jaeger":     raw,
 			"/metrics":   get(t, s.metricsURL+"/metrics"),
 			"/api/turns": get(t, s.metricsURL+"/api/turns"),
-			"output":     s.out.String(),
+			"output":     s.cctrace.Output(),
 		}
 		for name, text := range outputs {
 			if len(text) == 0 {
@@ -262,9 +262,9 @@ invoke_agent claude-code [end_turn]
 // returns them in order of their roots' start.
 func (s *stack) sessionTraces(t *testing.T, sessionID string, n, spans int) []harness.Trace {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		var mine []harness.Trace
+	var mine []harness.Trace
+	harness.Eventually(t, fmt.Sprintf("session %s's %d traces with %d spans in Jaeger", sessionID, n, spans), func() error {
+		mine = nil
 		total := 0
 		for _, tr := range s.jaeger.Traces(t, service) {
 			root, ok := tr.Root()
@@ -274,19 +274,17 @@ func (s *stack) sessionTraces(t *testing.T, sessionID string, n, spans int) []ha
 			mine = append(mine, tr)
 			total += len(tr.Spans)
 		}
-		if len(mine) >= n && total >= spans {
-			sort.Slice(mine, func(i, j int) bool {
-				a, _ := mine[i].Root()
-				b, _ := mine[j].Root()
-				return a.StartTime.Before(b.StartTime)
-			})
-			return mine
+		if len(mine) < n || total < spans {
+			return fmt.Errorf("have %d traces with %d spans:\n%s", len(mine), total, tree(mine))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: have %d traces with %d spans in Jaeger, want %d with %d:\n%s", sessionID, len(mine), total, n, spans, tree(mine))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	sort.Slice(mine, func(i, j int) bool {
+		a, _ := mine[i].Root()
+		b, _ := mine[j].Root()
+		return a.StartTime.Before(b.StartTime)
+	})
+	return mine
 }
 
 // tree renders traces as indented span names with the facts the scenarios assert: the turn's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
@@ -155,9 +156,9 @@ func runThroughCctrace(t *testing.T, jaeger *harness.Jaeger, claudeBin, scenario
 // done, and returns them in order of their roots' start.
 func waitSessionTraces(t *testing.T, jaeger *harness.Jaeger, session string, done func([]harness.Trace) bool) []harness.Trace {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		var mine []harness.Trace
+	var mine []harness.Trace
+	harness.Eventually(t, "the traces of session "+session+" in Jaeger", func() error {
+		mine = nil
 		for _, tr := range jaeger.Traces(t, service) {
 			for _, sp := range tr.Spans {
 				if sp.ServiceName == service && sp.Tags["gen_ai.conversation.id"] == session {
@@ -166,14 +167,12 @@ func waitSessionTraces(t *testing.T, jaeger *harness.Jaeger, session string, don
 				}
 			}
 		}
-		if done(mine) {
-			return mine
+		if !done(mine) {
+			return fmt.Errorf("Jaeger holds %d traces with its spans:\n%s", len(mine), tree(mine))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: Jaeger holds %d traces with its spans:\n%s", session, len(mine), tree(mine))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	return mine
 }
 
 // joinedTrace waits until Jaeger holds the one trace of session with both services' spans: a

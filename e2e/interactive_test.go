@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cctrace/cctrace/internal/fakeapi"
 	"github.com/cctrace/cctrace/internal/testkit/harness"
@@ -29,15 +29,15 @@ func TestInteractiveClaudeCodeThroughCctrace(t *testing.T) {
 	sess := newSession(t)
 
 	term := startInteractive(t, tmux, s, sess, "--allowedTools", "Bash")
-	term.waitScreen(t, "the input prompt", 60*time.Second, func(screen string) bool {
+	term.waitScreen(t, "the input prompt", func(screen string) bool {
 		return strings.Contains(screen, "shift+tab") || strings.Contains(screen, "? for shortcuts")
 	})
 	term.typeLine(t, "Create a marker file.")
-	term.waitScreen(t, "the answer", 90*time.Second, func(screen string) bool {
+	term.waitScreen(t, "the answer", func(screen string) bool {
 		return strings.Contains(screen, "Created the marker file.")
 	})
 	term.typeLine(t, "/exit")
-	term.waitExit(t, 30*time.Second)
+	term.waitExit(t)
 
 	sess.id = sessionOf(t, api.Served())
 	var title *fakeapi.Served
@@ -106,7 +106,7 @@ func TestInteractiveClaudeCodeThroughCctrace(t *testing.T) {
 			sp.Tags["gen_ai.conversation.id"], sp.Tags["span.kind"], sp.Tags["gen_ai.provider.name"])
 	}
 	checkTokens(t, traces, api.Served())
-	s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="auxiliary"})`, 1, 30*time.Second)
+	s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="auxiliary"})`, 1)
 }
 
 // tmuxBin returns the tmux binary from PATH. Outside CI a missing tmux skips the test; under
@@ -227,20 +227,17 @@ func (term *terminal) screen() (string, error) {
 	return term.output("capture-pane", "-p", "-t", term.name)
 }
 
-// waitScreen polls the screen until done accepts it, and fails the test after timeout.
-func (term *terminal) waitScreen(t *testing.T, what string, timeout time.Duration, done func(string) bool) {
+// waitScreen polls the screen until done accepts it, and fails the test after
+// harness.Patience.
+func (term *terminal) waitScreen(t *testing.T, what string, done func(string) bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	harness.Eventually(t, what+" on the Claude Code screen", func() error {
 		screen, err := term.screen()
-		if err == nil && done(screen) {
-			return
+		if err == nil && !done(screen) {
+			err = errors.New("not on the screen yet")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s on the Claude Code screen (last error: %v)", timeout, what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // typeLine types text literally, waits until the input box shows it, and presses Enter.
@@ -249,7 +246,7 @@ func (term *terminal) typeLine(t *testing.T, text string) {
 	if err := term.run("send-keys", "-t", term.name, "-l", text); err != nil {
 		t.Fatal(err)
 	}
-	term.waitScreen(t, strconv.Quote(text)+" typed", 10*time.Second, func(screen string) bool {
+	term.waitScreen(t, strconv.Quote(text)+" typed", func(screen string) bool {
 		return strings.Contains(screen, text)
 	})
 	if err := term.run("send-keys", "-t", term.name, "Enter"); err != nil {
@@ -258,15 +255,14 @@ func (term *terminal) typeLine(t *testing.T, text string) {
 }
 
 // waitExit waits until the CLI has ended and with it the tmux session.
-func (term *terminal) waitExit(t *testing.T, timeout time.Duration) {
+func (term *terminal) waitExit(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for term.run("has-session", "-t", term.name) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("claude still runs %v after /exit", timeout)
+	harness.Eventually(t, "claude to exit after /exit", func() error {
+		if term.run("has-session", "-t", term.name) == nil {
+			return errors.New("claude still runs")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sessionOf returns the one Claude Code session id of the Messages API requests served.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -154,8 +153,8 @@ func TestProvidersThroughCctrace(t *testing.T) {
 				dump, _ := json.Marshal(traces)
 				noCredentials(t, "Claude Code's output", out)
 				noCredentials(t, "the spans", dump)
-				cc.stop(t)
-				noCredentials(t, "cctrace's output", []byte(cc.out.String()))
+				cc.Stop()
+				noCredentials(t, "cctrace's output", []byte(cc.Output()))
 			})
 
 			t.Run("wrong credential", func(t *testing.T) {
@@ -168,10 +167,10 @@ func TestProvidersThroughCctrace(t *testing.T) {
 				if !bytes.Contains(out, []byte("API Error: 40")) || !bytes.Contains(out, []byte("fakeapi: wrong")) && !bytes.Contains(out, []byte("signature mismatch")) {
 					t.Errorf("Claude Code's error does not say what the upstream refused:\n%s", out)
 				}
-				waitForLine(t, cc.out, "the upstream refused cctrace's credentials")
+				waitForLine(t, cc.Process, "the upstream refused cctrace's credentials")
 				noCredentials(t, "Claude Code's output", out)
-				cc.stop(t)
-				noCredentials(t, "cctrace's output", []byte(cc.out.String()))
+				cc.Stop()
+				noCredentials(t, "cctrace's output", []byte(cc.Output()))
 			})
 		})
 	}
@@ -185,7 +184,7 @@ func TestProvidersThroughCctrace(t *testing.T) {
 		upstream := serveLoopback(t, api)
 		cc := startCctrace(t, pc.provider, "http://"+upstream, s.jaeger.OTLPEndpoint(),
 			[]string{"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"})
-		waitForLine(t, cc.out, "cctrace: warning: no upstream credentials: bedrock:")
+		waitForLine(t, cc.Process, "cctrace: warning: no upstream credentials: bedrock:")
 		out, err := runClaudeIn(t, claudeBin, pc.claudeEnv(cc.proxyURL), "Say hello")
 		if err == nil || !bytes.Contains(out, []byte("no bedrock credentials")) || !bytes.Contains(out, []byte("AWS_ACCESS_KEY_ID")) {
 			t.Errorf("claude (err %v) did not show cctrace's error naming the fix:\n%s", err, out)
@@ -195,8 +194,8 @@ func TestProvidersThroughCctrace(t *testing.T) {
 				t.Errorf("an unsigned request reached the upstream: %s", sv.Path)
 			}
 		}
-		waitForLine(t, cc.out, "cannot authenticate to the upstream")
-		cc.stop(t)
+		waitForLine(t, cc.Process, "cannot authenticate to the upstream")
+		cc.Stop()
 	})
 }
 
@@ -235,12 +234,9 @@ func serveLoopback(t *testing.T, h http.Handler) string {
 
 // providerCctrace is one `cctrace serve` process.
 type providerCctrace struct {
+	*harness.Process
 	proxyURL   string
 	metricsURL string
-	out        *syncBuffer
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	stopped    bool
 }
 
 // startCctrace starts `cctrace serve --provider p` forwarding to upstream, exporting to otlp, in
@@ -248,46 +244,15 @@ type providerCctrace struct {
 func startCctrace(t *testing.T, p wire.Provider, upstream, otlp string, env []string) *providerCctrace {
 	t.Helper()
 	proxyPort, metricsPort := harness.FreePort(t), harness.FreePort(t)
-	c := &providerCctrace{
+	return &providerCctrace{
+		Process: serveCctrace(t, []string{"--provider", p.String(),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
+			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+			"--upstream", upstream},
+			append([]string{"HOME=" + t.TempDir(), "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp,
+				"OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=100"}, env...)...),
 		proxyURL:   fmt.Sprintf("http://127.0.0.1:%d", proxyPort),
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d", metricsPort),
-		out:        &syncBuffer{}, exited: make(chan struct{}),
-	}
-	c.cmd = exec.Command(cctraceBin, "serve", "--provider", p.String(),
-		"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
-		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		"--upstream", upstream)
-	c.cmd.Env = append(append(cleanEnv(), "HOME="+t.TempDir(), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp,
-		"OTEL_SERVICE_NAME="+service, "OTEL_BSP_SCHEDULE_DELAY=100"), env...)
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
-	t.Cleanup(func() {
-		c.stop(t)
-		if t.Failed() {
-			t.Logf("cctrace output:\n%s", c.out.String())
-		}
-	})
-	harness.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", metricsPort), 30*time.Second)
-	return c
-}
-
-// stop ends cctrace with SIGTERM, as a person would, and waits for it.
-func (c *providerCctrace) stop(t *testing.T) {
-	t.Helper()
-	if c.stopped {
-		return
-	}
-	c.stopped = true
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.exited
 	}
 }
 
@@ -300,7 +265,7 @@ func runClaudeIn(t *testing.T, bin string, env []string, prompt string, args ...
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-p", prompt, "--output-format", "json"}, args...)...)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(append(cleanEnv(), "HOME="+t.TempDir(), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"), env...)
-	var out syncBuffer
+	var out harness.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -308,17 +273,15 @@ func runClaudeIn(t *testing.T, bin string, env []string, prompt string, args ...
 	return []byte(out.String()), err
 }
 
-// waitFor waits until out holds text.
-func waitForLine(t *testing.T, out *syncBuffer, text string) {
+// waitForLine waits until out holds text.
+func waitForLine(t *testing.T, out *harness.Process, text string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), text) {
-		if time.Now().After(deadline) {
-			t.Errorf("cctrace never said %q:\n%s", text, out.String())
-			return
+	harness.Eventually(t, fmt.Sprintf("cctrace to say %q", text), func() error {
+		if !strings.Contains(out.Output(), text) {
+			return fmt.Errorf("it said:\n%s", out.Output())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // noCredentials fails the test when any credential the tests handed out is in b.
@@ -363,14 +326,11 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 		}
 		return sum
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(metricsURL + "/metrics")
+	harness.Eventually(t, fmt.Sprintf("the metrics of %s to count what the fake served (%d requests)", model, requests), func() error {
+		b, err := harness.GetBody(metricsURL + "/metrics")
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		body := string(b)
 		got := map[string]float64{}
 		for typ, n := range map[string]int{"input": want.InputTokens, "output": want.OutputTokens, "cache_read": want.CacheReadInputTokens, "cache_creation": want.CacheCreationInputTokens} {
@@ -385,13 +345,9 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 		if n != float64(requests) {
 			got["requests"] = n
 		}
-		if len(got) == 0 {
-			return
+		if len(got) > 0 {
+			return fmt.Errorf("they differ: %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("metrics for %s (%d requests served) differ from what the fake served: %v", model, requests, got)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -237,7 +237,7 @@ func TestReplicasBehindNginx(t *testing.T) {
 
 	// The kill: once the slow tool runs, the slow answer streams, and the replica has counted
 	// everything else it forwarded, read its counters and SIGKILL it.
-	killedAt, killedCounts, killErr := killWhenReady(replicas[victim], up, api, slowTool.id, slowStream.id, 3*time.Minute)
+	killedAt, killedCounts, killErr := killWhenReady(t, replicas[victim], up, api, jaeger, slowTool.id, slowStream.id)
 	wg.Wait()
 	if killErr != nil {
 		t.Fatalf("killing replica %d: %v", victim, killErr)
@@ -382,7 +382,7 @@ func TestReplicasBehindNginx(t *testing.T) {
 		for _, s := range sessions {
 			turns += s.turns
 		}
-		traces := waitTurnTraces(t, jaeger, sessions, 90*time.Second)
+		traces := waitTurnTraces(t, jaeger, sessions)
 		bySession := map[string][]harness.Trace{}
 		for _, tr := range traces {
 			ids := map[string]bool{}
@@ -531,11 +531,9 @@ func newUUID(t *testing.T) string {
 
 // replica is one `cctrace serve` process of the replica test.
 type replica struct {
+	*harness.Process
 	index      int
 	metricsURL string
-	cmd        *exec.Cmd
-	out        *syncBuffer
-	exited     chan struct{}
 }
 
 func replicaInstance(i int) string { return "replica-" + strconv.Itoa(i) }
@@ -545,40 +543,22 @@ func replicaInstance(i int) string { return "replica-" + strconv.Itoa(i) }
 func startReplica(t *testing.T, i, proxyPort int, upstream, otlp string) *replica {
 	t.Helper()
 	metricsPort := harness.FreePort(t)
-	r := &replica{index: i, metricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort), out: &syncBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(cctraceBin, "serve",
-		"--listen", "127.0.0.1:"+strconv.Itoa(proxyPort),
-		"--metrics-listen", "127.0.0.1:"+strconv.Itoa(metricsPort),
-		"--upstream", upstream,
-		"--turn-idle-timeout", "2m",
-		"--shutdown-grace", "5s",
-		"--replica")
-	r.cmd.Env = append(cleanEnv(),
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp,
-		"OTEL_SERVICE_NAME="+replicaService,
-		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+replicaInstance(i),
-		"OTEL_BSP_SCHEDULE_DELAY=100",
-	)
-	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
+	return &replica{
+		Process: serveCctrace(t, []string{
+			"--listen", "127.0.0.1:" + strconv.Itoa(proxyPort),
+			"--metrics-listen", "127.0.0.1:" + strconv.Itoa(metricsPort),
+			"--upstream", upstream,
+			"--turn-idle-timeout", "2m",
+			"--shutdown-grace", "5s",
+			"--replica"},
+			"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp,
+			"OTEL_SERVICE_NAME="+replicaService,
+			"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+replicaInstance(i),
+			"OTEL_BSP_SCHEDULE_DELAY=100",
+		),
+		index:      i,
+		metricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort),
 	}
-	go func() { _ = r.cmd.Wait(); close(r.exited) }()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-			<-r.exited
-		}
-		if t.Failed() {
-			t.Logf("replica %d output:\n%s", i, r.out.String())
-		}
-	})
-	harness.WaitHTTP(t, r.metricsURL+"/healthz", 30*time.Second)
-	return r
 }
 
 // counts is what the test compares between the replicas' counters and the upstream.
@@ -644,18 +624,19 @@ func (r *replica) counts() (counts, error) {
 	return c, nil
 }
 
-// killWhenReady waits until the slow tool of session toolSession has run for a while, the slow
-// answer of session streamSession is streaming, and the replica has counted every Messages API
-// request it forwarded that ended; then it reads the replica's counters and SIGKILLs it.
-func killWhenReady(r *replica, up *taggedUpstream, api *fakeapi.Server, toolSession, streamSession string, timeout time.Duration) (time.Time, counts, error) {
-	deadline := time.Now().Add(timeout)
+// killWhenReady waits until the slow tool of session toolSession runs, the slow answer of
+// session streamSession is streaming, the replica has counted every Messages API request it
+// forwarded that ended, and Jaeger holds every turn it ended; then it reads the replica's
+// counters and SIGKILLs it.
+func killWhenReady(t *testing.T, r *replica, up *taggedUpstream, api *fakeapi.Server, jaeger *harness.Jaeger, toolSession, streamSession string) (time.Time, counts, error) {
+	deadline := time.Now().Add(harness.Patience)
 	for {
 		if time.Now().After(deadline) {
 			return time.Time{}, counts{}, errors.New("the slow tool and the slow answer were never under way together")
 		}
 		select {
-		case <-r.exited:
-			return time.Time{}, counts{}, fmt.Errorf("replica %d exited by itself:\n%s", r.index, r.out.String())
+		case <-r.Exited():
+			return time.Time{}, counts{}, fmt.Errorf("replica %d exited by itself:\n%s", r.index, r.Output())
 		case <-time.After(100 * time.Millisecond):
 		}
 		exchanges := up.joined(api.Served())
@@ -677,25 +658,36 @@ func killWhenReady(r *replica, up *taggedUpstream, api *fakeapi.Server, toolSess
 		if toolDone {
 			return time.Time{}, counts{}, errors.New("the slow tool finished before the kill")
 		}
-		// A second for the replica's span exporter (100 ms schedule) to send the spans the
-		// turn has ended so far.
-		if toolSince.IsZero() || time.Since(toolSince) < time.Second || !streaming {
+		if toolSince.IsZero() || !streaming {
 			continue
 		}
 		c, err := r.counts()
 		if err != nil {
 			return time.Time{}, counts{}, err
 		}
-		if c.requests != ended {
+		if c.requests != ended || exportedTurns(t, jaeger, r.index) < c.turns {
 			continue
 		}
 		killedAt := time.Now()
-		if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := r.Signal(syscall.SIGKILL); err != nil {
 			return time.Time{}, counts{}, fmt.Errorf("killing replica %d: %w", r.index, err)
 		}
-		<-r.exited
+		<-r.Exited()
 		return killedAt, c, nil
 	}
+}
+
+// exportedTurns counts the turn roots replica i exported that Jaeger holds.
+func exportedTurns(t *testing.T, jaeger *harness.Jaeger, i int) int {
+	n := 0
+	for _, tr := range jaeger.Traces(t, replicaService) {
+		for _, root := range turnRoots(tr) {
+			if root.Process["service.instance.id"] == replicaInstance(i) && root.Tags["cctrace.turn.outcome"] != nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // taggedUpstream serves the fake API on one listener per replica, and notes which replica sent
@@ -847,9 +839,9 @@ func claudePrompt(bin, home, dir, baseURL, prompt string, args ...string) (claud
 
 // waitTurnTraces waits until Jaeger holds a turn root for every turn of sessions and no new span
 // has arrived for three seconds, and returns every trace of the replicas.
-func waitTurnTraces(t *testing.T, jaeger *harness.Jaeger, sessions []*replicaSession, timeout time.Duration) []harness.Trace {
+func waitTurnTraces(t *testing.T, jaeger *harness.Jaeger, sessions []*replicaSession) []harness.Trace {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(harness.Patience)
 	lastSpans, stableSince := -1, time.Now()
 	for {
 		traces := jaeger.Traces(t, replicaService)
@@ -874,7 +866,7 @@ func waitTurnTraces(t *testing.T, jaeger *harness.Jaeger, sessions []*replicaSes
 			return traces
 		}
 		if time.Now().After(deadline) {
-			t.Logf("waiting %v for every turn's root in Jaeger: have %v", timeout, roots)
+			t.Logf("waiting %v for every turn's root in Jaeger: have %v", harness.Patience, roots)
 			return traces
 		}
 		time.Sleep(500 * time.Millisecond)

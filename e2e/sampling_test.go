@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -72,10 +72,21 @@ func TestTailSamplingPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	jaeger.WaitTraces(t, service, len(kept), 30*time.Second)
-	// The cheap turn was decided when the others were: after one more decision period it is
-	// either there or dropped for good.
-	time.Sleep(4 * time.Second)
+	jaeger.WaitTraces(t, service, len(kept))
+	// Once the sampler counts a trace it decided not to keep, the cheap turn is either in
+	// Jaeger or dropped for good.
+	harness.Eventually(t, "the sampler's decision to drop a trace", func() error {
+		body, err := harness.GetBody(sampler.MetricsURL())
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "otelcol_processor_tail_sampling_global_count_traces_sampled") && strings.Contains(line, `sampled="false"`) && !strings.HasSuffix(line, " 0") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no trace counted as not sampled:\n%s", body)
+	})
 	traces := jaeger.Traces(t, service)
 	got := map[string]bool{}
 	for _, tr := range traces {

@@ -98,7 +98,7 @@ type stack struct {
 	api        *switchableAPI
 	proxyURL   string
 	metricsURL string
-	out        *syncBuffer // cctrace's stdout and stderr
+	cctrace    *harness.Process
 	claudeBin  string
 }
 
@@ -110,7 +110,7 @@ func startStack(t *testing.T) *stack {
 // startStackArgs is startStack with further flags of cctrace serve.
 func startStackArgs(t *testing.T, args ...string) *stack {
 	t.Helper()
-	s := &stack{claudeBin: harness.Claude(t), api: &switchableAPI{}, out: &syncBuffer{}}
+	s := &stack{claudeBin: harness.Claude(t), api: &switchableAPI{}}
 	s.jaeger = harness.StartJaeger(t)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -124,37 +124,15 @@ func startStackArgs(t *testing.T, args ...string) *stack {
 	proxyPort, metricsPort := harness.FreePort(t), harness.FreePort(t)
 	s.proxyURL = fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
 	s.metricsURL = fmt.Sprintf("http://127.0.0.1:%d", metricsPort)
-	cmd := exec.Command(cctraceBin, "serve",
+	s.cctrace = serveCctrace(t, append([]string{
 		"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
 		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		"--upstream", "http://"+ln.Addr().String(),
-		"--turn-idle-timeout", "2m")
-	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = append(cleanEnv(),
+		"--upstream", "http://" + ln.Addr().String(),
+		"--turn-idle-timeout", "2m"}, args...),
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+s.jaeger.OTLPEndpoint(),
 		"OTEL_SERVICE_NAME="+service,
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("cctrace output:\n%s", s.out.String())
-		}
-	})
-	harness.WaitHTTP(t, s.metricsURL+"/healthz", 30*time.Second)
 	s.prom = harness.StartPrometheus(t, s.metricsURL+"/metrics")
 	return s
 }
@@ -256,22 +234,21 @@ func cleanEnv() []string {
 	return env
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's concurrent stdout and stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// serveCctrace starts `cctrace serve` with args and env (over cleanEnv), waits until its
+// --metrics-listen address answers /healthz, and stops it when the test ends.
+func serveCctrace(t *testing.T, args []string, env ...string) *harness.Process {
+	t.Helper()
+	p := harness.Start(t, "cctrace", append(cleanEnv(), env...), cctraceBin, append([]string{"serve"}, args...)...)
+	metrics := ""
+	for i, a := range args {
+		if a == "--metrics-listen" {
+			metrics = args[i+1]
+		}
+	}
+	if err := p.WaitReady(context.Background(), "http://"+metrics+"/healthz"); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func get(t *testing.T, url string) string {

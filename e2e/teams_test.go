@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 	"github.com/cctrace/cctrace/metrics"
 )
 
@@ -91,7 +91,7 @@ func TestTeamsThroughCctrace(t *testing.T) {
 		if res := s.claude(t, bob, "Once more", "--allowedTools", "Bash"); res.IsError {
 			t.Fatalf("bob: %s", res.Result)
 		}
-		s.prom.WaitQuery(t, `sum(cctrace_tokens_total{user="bob",team="search"})`, float64(tokensOf(api.Served(), bob.id, true)), 30*time.Second)
+		s.prom.WaitQuery(t, `sum(cctrace_tokens_total{user="bob",team="search"})`, float64(tokensOf(api.Served(), bob.id, true)))
 		var turns struct {
 			Turns []struct {
 				User string `json:"user"`
@@ -124,7 +124,7 @@ func TestTeamsThroughCctrace(t *testing.T) {
 		if res := s.claude(t, bob, "And one more", "--allowedTools", "Bash"); res.IsError {
 			t.Errorf("bob, under budget, was refused: %s", res.Result)
 		}
-		s.prom.WaitQuery(t, `clamp_max(sum(cctrace_budget_refusals_total{scope="person",window="daily"}), 1)`, 1, 30*time.Second)
+		s.prom.WaitQuery(t, `clamp_max(sum(cctrace_budget_refusals_total{scope="person",window="daily"}), 1)`, 1)
 	})
 
 	t.Run("the split is exact", func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestTeamsThroughCctrace(t *testing.T) {
 				input += sv.Usage.InputTokens + sv.Usage.CacheReadInputTokens + sv.Usage.CacheCreationInputTokens
 			}
 		}
-		s.prom.WaitQuery(t, `sum(gen_ai_client_token_usage_sum{gen_ai_token_type="input",gen_ai_provider_name="anthropic",gen_ai_operation_name="chat"})`, float64(input), 30*time.Second)
+		s.prom.WaitQuery(t, `sum(gen_ai_client_token_usage_sum{gen_ai_token_type="input",gen_ai_provider_name="anthropic",gen_ai_operation_name="chat"})`, float64(input))
 		if n := s.prom.Query(t, `sum(gen_ai_client_operation_duration_seconds_count{gen_ai_request_model="claude-opus-5-5"})`); n < 1 {
 			t.Errorf("gen_ai_client_operation_duration_seconds_count = %v", n)
 		}
@@ -151,7 +151,7 @@ func TestTeamsThroughCctrace(t *testing.T) {
 			"/metrics":   get(t, s.metricsURL+"/metrics"),
 			"/api/turns": get(t, s.metricsURL+"/api/turns"),
 			"turns page": get(t, s.metricsURL+"/"),
-			"output":     s.out.String(),
+			"output":     s.cctrace.Output(),
 		}
 		for _, f := range []string{directory, budgets, secretFile} {
 			b, err := os.ReadFile(f)
@@ -192,14 +192,13 @@ func fingerprint(t *testing.T, secretFile, key string) string {
 // waitLog waits for cctrace to log text.
 func waitLog(t *testing.T, s *stack, text string) {
 	t.Helper()
-	n := strings.Count(s.out.String(), text)
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(s.out.String(), text) == n {
-		if time.Now().After(deadline) {
-			t.Fatalf("cctrace did not log %q:\n%s", text, s.out.String())
+	n := strings.Count(s.cctrace.Output(), text)
+	harness.Eventually(t, fmt.Sprintf("cctrace to log %q", text), func() error {
+		if strings.Count(s.cctrace.Output(), text) == n {
+			return fmt.Errorf("it logged:\n%s", s.cctrace.Output())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // tokensOf sums every token the fake served to one session's Messages requests (all of them, or
@@ -263,7 +262,7 @@ func checkSplit(t *testing.T, s *stack, served []fakeapi.Served, people map[stri
 			"input": w.usage.InputTokens, "output": w.usage.OutputTokens,
 			"cache_read": w.usage.CacheReadInputTokens, "cache_creation": w.usage.CacheCreationInputTokens,
 		} {
-			s.prom.WaitQuery(t, fmt.Sprintf(`sum(cctrace_tokens_total{user=~%q,type=%q})`, person, typ), float64(n), 30*time.Second)
+			s.prom.WaitQuery(t, fmt.Sprintf(`sum(cctrace_tokens_total{user=~%q,type=%q})`, person, typ), float64(n))
 		}
 		got := s.prom.Query(t, fmt.Sprintf(`sum(cctrace_cost_usd_total{user=~%q})`, person))
 		if w.cost <= 0 || math.Abs(got-w.cost) > 1e-9*w.cost {

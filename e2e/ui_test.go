@@ -251,9 +251,7 @@ func screenshot(t *testing.T, ctx context.Context, path string) {
 
 // cctraceProc is a `cctrace serve` process started by startServe.
 type cctraceProc struct {
-	cmd                  *exec.Cmd
-	exited               chan struct{}
-	out                  *syncBuffer
+	*harness.Process
 	proxyURL, metricsURL string
 }
 
@@ -262,50 +260,22 @@ type cctraceProc struct {
 func startServe(t *testing.T, upstream string, args ...string) *cctraceProc {
 	t.Helper()
 	proxyPort, metricsPort := harness.FreePort(t), harness.FreePort(t)
-	p := &cctraceProc{
-		out:        &syncBuffer{},
-		exited:     make(chan struct{}),
+	return &cctraceProc{
+		Process: serveCctrace(t, append([]string{
+			"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
+			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+			"--upstream", upstream}, args...)),
 		proxyURL:   fmt.Sprintf("http://127.0.0.1:%d", proxyPort),
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d", metricsPort),
 	}
-	p.cmd = exec.Command(cctraceBin, append([]string{"serve",
-		"--listen", fmt.Sprintf("127.0.0.1:%d", proxyPort),
-		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		"--upstream", upstream}, args...)...)
-	p.cmd.Env = cleanEnv()
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.stop(t)
-		if t.Failed() {
-			t.Logf("cctrace output:\n%s", p.out.String())
-		}
-	})
-	harness.WaitHTTP(t, p.metricsURL+"/healthz", 30*time.Second)
-	return p
 }
 
-// stop sends SIGTERM, waits for cctrace to exit (killing its group after 30 s) and returns what
-// it printed.
+// stop sends SIGTERM, waits for cctrace to exit and returns what it printed.
 func (p *cctraceProc) stop(t *testing.T) string {
-	select {
-	case <-p.exited:
-		return p.out.String()
-	default:
+	if !p.Stop() {
+		t.Error("cctrace did not stop at SIGTERM")
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
-		t.Error("cctrace did not stop within 30s of SIGTERM")
-	}
-	return p.out.String()
+	return p.Output()
 }
 
 // runClaude runs one `claude -p` prompt through st's proxy, for use off the test goroutine.
@@ -330,10 +300,10 @@ func runClaude(st *stack, sess *session, prompt string) error {
 }
 
 // waitRunningTurn polls /api/turns until a turn is running and returns its trace id. It fails
-// the test when Claude Code finishes (done) or 30 s pass first.
+// the test when Claude Code finishes (done) or harness.Patience passes first.
 func waitRunningTurn(t *testing.T, metricsURL string, done <-chan error) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(harness.Patience)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-done:
@@ -357,7 +327,7 @@ func waitRunningTurn(t *testing.T, metricsURL string, done <-chan error) string 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("no running turn within 30s")
+	t.Fatalf("no running turn within %v", harness.Patience)
 	return ""
 }
 

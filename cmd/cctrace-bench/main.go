@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,7 @@ import (
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/testkit/bench"
 	"github.com/cctrace/cctrace/internal/testkit/bench/traffic"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 func main() {
@@ -234,7 +236,7 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 
 	var (
 		vs     []*bench.Variant
-		jaeger *bench.Jaeger
+		jaeger *harness.Jaeger
 		rest   = map[string]bench.Memory{}
 	)
 	defer func() {
@@ -242,7 +244,7 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 			v.Stop()
 		}
 		if jaeger != nil {
-			jaeger.Proc.Stop(10 * time.Second)
+			jaeger.Stop()
 		}
 	}()
 	for _, name := range cfg.variants {
@@ -271,8 +273,8 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 				fmt.Fprintf(w, "skipping cctrace-jaeger: %v\n", serr)
 				continue
 			}
-			if jaeger, err = bench.StartJaeger(ctx, dir, cfg.jaeger); err == nil {
-				v, err = bench.StartCctrace(ctx, "cctrace-jaeger", dir, cfg.cctrace, up.URL(), jaeger.OTLP)
+			if jaeger, err = harness.RunJaeger(ctx, cfg.jaeger, dir); err == nil {
+				v, err = bench.StartCctrace(ctx, "cctrace-jaeger", dir, cfg.cctrace, up.URL(), jaeger.OTLPEndpoint())
 			}
 		default:
 			err = fmt.Errorf("unknown variant %q", name)
@@ -365,8 +367,8 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		if v.Proc == nil {
 			continue
 		}
-		if _, err := v.Proc.Exited(); err != nil && !isSignalExit(err) {
-			return fmt.Errorf("%s exited with %v:\n%s", v.Name, err, v.Proc.LogTail(2000))
+		if err := v.Proc.Err(); err != nil && !isSignalExit(err) {
+			return fmt.Errorf("%s exited with %v:\n%s", v.Name, err, v.Proc.LogTail())
 		}
 	}
 	return errors.Join(trackErrs, check(ctx, w, samples, vs, collector, jaeger))
@@ -397,7 +399,7 @@ func checkTracked(ctx context.Context, w io.Writer, samples []bench.Sample, vs [
 }
 
 // check fails the run when anything was functionally broken.
-func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant, collector *bench.Collector, jaeger *bench.Jaeger) error {
+func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench.Variant, collector *bench.Collector, jaeger *harness.Jaeger) error {
 	var errs []error
 	for _, s := range samples {
 		if s.Failed > 0 {
@@ -420,9 +422,9 @@ func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench
 				errs = append(errs, fmt.Errorf("%s exported no spans to the no-op collector", v.Name))
 			}
 		case "cctrace-jaeger":
-			services, err := jaeger.Services(ctx)
-			if err != nil || !strings.Contains(services, v.Name) {
-				errs = append(errs, fmt.Errorf("jaeger has no %s spans (services %s, %v)", v.Name, strings.TrimSpace(services), err))
+			services, err := jaeger.Services()
+			if err != nil || !slices.Contains(services, v.Name) {
+				errs = append(errs, fmt.Errorf("jaeger has no %s spans (services %v, %v)", v.Name, services, err))
 			}
 		}
 	}

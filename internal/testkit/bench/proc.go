@@ -5,84 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
-
-// Process is a server the harness started: a proxy variant or Jaeger, in its own process group,
-// with its output in a log file. The zero value is not usable; call StartProcess.
-type Process struct {
-	Name string
-	Log  string // path of the file holding its stdout and stderr
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// StartProcess starts bin with args and extra environment, logging to logPath.
-func StartProcess(name, logPath string, env []string, bin string, args ...string) (*Process, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// PID returns the process id.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
-
-// Exited reports whether the process has ended, and how.
-func (p *Process) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// Stop sends SIGTERM to the process group, waits up to grace, then kills the group.
-func (p *Process) Stop(grace time.Duration) {
-	if exited, _ := p.Exited(); exited {
-		return
-	}
-	_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// LogTail returns the last n bytes of the process's log, for error messages.
-func (p *Process) LogTail(n int) string {
-	b, err := os.ReadFile(p.Log)
-	if err != nil {
-		return ""
-	}
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
 
 // Tree returns pid and its descendants (nginx's workers, for instance), read from /proc.
 func Tree(pid int) []int {

@@ -40,59 +40,17 @@ func (g *Gateway) Stop() {
 	}
 }
 
-// gatewayMain is the main config around the shipped site. Arguments: the user line, the prefix
-// directory, the site file. nginx as the bench's StartNginx runs it: as many workers as CPUs.
-const gatewayMain = `%s
-daemon off;
-master_process on;
-worker_processes auto;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 4096; }
-http {
-    client_body_temp_path %[2]s/client_body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    include %[3]s;
-}
-`
-
 // StartGateway starts nginx (bin) named name with site (the contents of nginxconf.Path) in
-// front of replicas. nginx's access log is off: it would measure the disk, not the proxies. It
-// stops the replicas when nginx does not come up.
+// front of replicas, as many workers as CPUs. nginx's access log is off: it would measure the
+// disk, not the proxies. Ready when a request goes through nginx and a replica to the upstream.
 func StartGateway(ctx context.Context, name, dir, bin, site string, replicas []*Variant) (*Gateway, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	var addrs []string
 	for _, r := range replicas {
 		addrs = append(addrs, r.URL[len("http://"):])
 	}
-	adapted, err := nginxconf.Site(site, "127.0.0.1:"+strconv.Itoa(port), "off", addrs)
-	if err != nil {
-		return nil, err
-	}
-	prefix := filepath.Join(dir, name)
-	if err := os.MkdirAll(prefix, 0o755); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	sitePath := filepath.Join(prefix, "site.conf")
-	if err := os.WriteFile(sitePath, []byte(adapted), 0o644); err != nil {
-		return nil, fmt.Errorf("writing %s site: %w", name, err)
-	}
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;"
-	}
-	conf := filepath.Join(prefix, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, gatewayMain, user, prefix, sitePath), 0o644); err != nil {
-		return nil, fmt.Errorf("writing %s config: %w", name, err)
-	}
-	// Ready when a request goes through nginx and a replica to the upstream, which answers GET.
-	v, err := startVariant(ctx, name, dir, nil, "/", port, bin, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
+	v, err := startNginx(ctx, name, dir, bin, func(port int) (string, error) {
+		return nginxconf.Site(site, "127.0.0.1:"+strconv.Itoa(port), "off", addrs)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -163,29 +162,4 @@ func readBody(r io.Reader) (int64, uint32, error) {
 
 func bodyDigest(n int64, sum uint32) string {
 	return strconv.FormatInt(n, 10) + ":" + strconv.FormatUint(uint64(sum), 16)
-}
-
-// waitHTTP polls url until it answers with a status below 500 or ctx ends.
-func waitHTTP(ctx context.Context, url string) error {
-	client := &http.Client{Timeout: time.Second}
-	defer client.CloseIdleConnections()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", url, err)
-		}
-		res, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			_ = res.Body.Close()
-			if res.StatusCode < 500 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", url, ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -19,15 +19,15 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/bodybuf"
 	"github.com/cctrace/cctrace/internal/proxy"
-	"github.com/cctrace/cctrace/internal/testkit/jaegerconf"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // Variant is one way of reaching the upstream: directly, or through a proxy process.
 // The zero value is not usable; get one from a Start function or Direct.
 type Variant struct {
 	Name string
-	URL  string   // base URL clients send to
-	Proc *Process // the proxy process; nil for direct
+	URL  string           // base URL clients send to
+	Proc *harness.Process // the proxy process; nil for direct
 	// Metrics is a cctrace variant's metrics address (http://127.0.0.1:PORT), empty for the
 	// others: what it has tracked is read from there (ReadTracked).
 	Metrics string
@@ -44,56 +44,24 @@ func (v *Variant) PIDs() []int {
 // Stop stops the proxy process, if any.
 func (v *Variant) Stop() {
 	if v.Proc != nil {
-		v.Proc.Stop(10 * time.Second)
+		v.Proc.Stop()
 	}
 }
 
 // Direct is the upstream itself, with no proxy in between.
 func Direct(up *Upstream) *Variant { return &Variant{Name: "direct", URL: up.URL()} }
 
-// startTimeout bounds how long a proxy or Jaeger may take to answer after starting.
-const startTimeout = 60 * time.Second
-
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitProcess waits until url answers, failing early with the log's tail when p exits.
-func waitProcess(ctx context.Context, p *Process, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- waitHTTP(ctx, url) }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			return fmt.Errorf("%s did not come up: %w\n%s", p.Name, err, p.LogTail(2000))
-		}
-		return nil
-	case <-p.done:
-		cancel()
-		<-errc
-		return fmt.Errorf("%s exited during start-up: %v\n%s", p.Name, p.err, p.LogTail(2000))
-	}
-}
-
 func startVariant(ctx context.Context, name, dir string, env []string, readyPath string, port int, bin string, args ...string) (*Variant, error) {
-	p, err := StartProcess(name, filepath.Join(dir, name+".log"), env, bin, args...)
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	p, err := harness.StartProcess(name, filepath.Join(dir, name+".log"), append(os.Environ(), env...), bin, args...)
 	if err != nil {
 		return nil, err
 	}
-	v := &Variant{Name: name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Proc: p}
-	if err := waitProcess(ctx, p, "http://127.0.0.1:"+strconv.Itoa(port)+readyPath); err != nil {
-		p.Stop(5 * time.Second)
-		return nil, err
+	if err := p.WaitReady(ctx, url+readyPath); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("%s did not come up: %w\n%s", name, err, p.LogTail())
 	}
-	return v, nil
+	return &Variant{Name: name, URL: url, Proc: p}, nil
 }
 
 // StartBare starts bin (internal/testkit/bench/bareproxy) as a bare httputil.ReverseProxy in its own
@@ -120,7 +88,7 @@ func StartGoRaw(ctx context.Context, dir, bin, upstream string) (*Variant, error
 
 // startBareproxy starts bin (internal/testkit/bench/bareproxy) with mode's flags as variant name.
 func startBareproxy(ctx context.Context, name, dir, bin, upstream string, mode ...string) (*Variant, error) {
-	port, err := freePort()
+	port, err := harness.PickFreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -228,78 +196,71 @@ type dropObserver struct{ bufs *bodybuf.Pool }
 func (o dropObserver) RequestRead(_ *wire.Request, body []byte)   { o.bufs.Put(body) }
 func (o dropObserver) ResponseDone(_ *wire.Response, body []byte) { o.bufs.Put(body) }
 
-// nginxConfig is a non-daemon nginx proxying everything to the upstream without buffering
-// either body, keeping as many idle upstream connections as cctrace does. Arguments: the user
-// line, the prefix directory (four times), listen port, upstream host:port.
-const nginxConfig = `%s
-daemon off;
-master_process on;
-worker_processes auto;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path %[2]s/client_body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    client_max_body_size 0;
-    upstream messages {
-        server %[4]s;
-        keepalive 16;
-    }
-    server {
-        listen 127.0.0.1:%[3]d;
-        location / {
-            proxy_pass http://messages;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $proxy_host;
-            proxy_buffering off;
-            proxy_request_buffering off;
-            proxy_read_timeout 600s;
-        }
+// nginxSite proxies everything to the upstream without buffering either body, keeping as many
+// idle upstream connections as cctrace does. Arguments: listen port, upstream host:port.
+const nginxSite = `client_max_body_size 0;
+upstream messages {
+    server %[2]s;
+    keepalive 16;
+}
+server {
+    listen 127.0.0.1:%[1]d;
+    location / {
+        proxy_pass http://messages;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host $proxy_host;
+        proxy_buffering off;
+        proxy_request_buffering off;
+        proxy_read_timeout 600s;
     }
 }
 `
 
-// StartNginx starts nginx (bin) in front of the upstream with nginxConfig.
+// StartNginx starts nginx (bin) in front of the upstream with nginxSite, as many workers as
+// CPUs.
 func StartNginx(ctx context.Context, dir, bin, upstream string) (*Variant, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, fmt.Errorf("parsing upstream: %w", err)
 	}
-	port, err := freePort()
+	return startNginx(ctx, "nginx", dir, bin, func(port int) (string, error) {
+		return fmt.Sprintf(nginxSite, port, u.Host), nil
+	})
+}
+
+// startNginx starts nginx (bin) named name, its files in dir/name, with the site that site
+// returns for its port; it is ready when a GET goes through to the upstream.
+func startNginx(ctx context.Context, name, dir, bin string, site func(port int) (string, error)) (*Variant, error) {
+	port, err := harness.PickFreePort()
 	if err != nil {
 		return nil, err
 	}
-	prefix := filepath.Join(dir, "nginx")
+	conf, err := site(port)
+	if err != nil {
+		return nil, err
+	}
+	prefix := filepath.Join(dir, name)
 	if err := os.MkdirAll(prefix, 0o755); err != nil {
-		return nil, fmt.Errorf("starting nginx: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	user := ""
-	if os.Geteuid() == 0 {
-		// Workers would otherwise run as nobody and could not open the temp directories.
-		user = "user root;"
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	n, err := harness.RunNginx(ctx, bin, prefix, conf, url+"/", 0)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	conf := filepath.Join(prefix, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConfig, user, prefix, port, u.Host), 0o644); err != nil {
-		return nil, fmt.Errorf("writing nginx config: %w", err)
-	}
-	return startVariant(ctx, "nginx", dir, nil, "/", port, bin, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
+	return &Variant{Name: name, URL: url, Proc: n.Process()}, nil
 }
 
 // StartCctrace starts the cctrace binary in front of the upstream as `cctrace serve`, exporting
 // spans over OTLP gRPC to otlpEndpoint (http://127.0.0.1:PORT). Its turn summary lines go to its
 // log file.
 func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint string) (*Variant, error) {
-	port, err := freePort()
+	port, err := harness.PickFreePort()
 	if err != nil {
 		return nil, err
 	}
-	mport, err := freePort()
+	mport, err := harness.PickFreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -320,50 +281,4 @@ func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint st
 	v.URL = "http://127.0.0.1:" + strconv.Itoa(port)
 	v.Metrics = "http://127.0.0.1:" + strconv.Itoa(mport)
 	return v, nil
-}
-
-// Jaeger is a running Jaeger all-in-one. The zero value is not usable; call StartJaeger.
-type Jaeger struct {
-	Proc *Process
-	// OTLP is the plaintext OTLP gRPC endpoint, http://127.0.0.1:PORT.
-	OTLP  string
-	query string
-}
-
-// StartJaeger starts Jaeger v2 (bin) with jaegerConfig and waits for its query API.
-func StartJaeger(ctx context.Context, dir, bin string) (*Jaeger, error) {
-	ports := make([]int, 7)
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
-	}
-	conf := filepath.Join(dir, "jaeger.yaml")
-	cfg := jaegerconf.Loopback(jaegerconf.Ports{
-		OTLPGRPC: ports[0], OTLPHTTP: ports[1],
-		QueryHTTP: ports[2], QueryGRPC: ports[4],
-		HealthHTTP: ports[3], HealthGRPC: ports[5],
-		Metrics: ports[6],
-	}, "warn", 20000)
-	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
-		return nil, fmt.Errorf("writing jaeger config: %w", err)
-	}
-	p, err := StartProcess("jaeger", filepath.Join(dir, "jaeger.log"), nil, bin, "--config", conf)
-	if err != nil {
-		return nil, err
-	}
-	j := &Jaeger{Proc: p, OTLP: "http://127.0.0.1:" + strconv.Itoa(ports[0]), query: "http://127.0.0.1:" + strconv.Itoa(ports[2])}
-	if err := waitProcess(ctx, p, j.query+"/api/services"); err != nil {
-		p.Stop(5 * time.Second)
-		return nil, err
-	}
-	return j, nil
-}
-
-// Services returns the service names Jaeger has received spans from, as its query API lists
-// them (a check that export really happened).
-func (j *Jaeger) Services(ctx context.Context) (string, error) {
-	return getText(ctx, j.query+"/api/services")
 }

@@ -14,6 +14,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -81,59 +83,90 @@ func Claude(t testing.TB) string {
 // exits during start-up.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	port, err := freePort()
+	port, err := PickFreePort()
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		t.Fatal(err)
 	}
 	return port
 }
 
-func freePort() (int, error) {
+// PickFreePort is FreePort for code outside a test.
+func PickFreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("listening on 127.0.0.1:0: %w", err)
+		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("closing probe listener: %w", err)
+		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
 	return port, nil
 }
 
-// WaitHTTP polls url with GET until it answers 200 OK, and fails the test if that has not
-// happened within timeout.
-func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
+// Patience is how long a test waits for a condition before it fails. It is generous because a
+// loaded 2-core CI machine runs everything many times slower than a quiet one; a condition that
+// holds ends the wait as soon as it is seen, so a passing test never waits it out.
+const Patience = 3 * time.Minute
+
+// pollEvery is how often a wait checks its condition.
+const pollEvery = 100 * time.Millisecond
+
+// Eventually checks cond until it returns nil, and fails the test with what and cond's last
+// error once Patience has passed.
+func Eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	if err := waitHTTP(url, timeout, nil); err != nil {
+	if err := poll(context.Background(), Patience, nil, cond); err != nil {
+		t.Fatalf("waited %v for %s: %v", Patience, what, err)
+	}
+}
+
+// poll checks cond until it returns nil, timeout passes (returning cond's last error), ctx ends,
+// or exited (when not nil) is closed because a server process ended (returning errExited).
+func poll(ctx context.Context, timeout time.Duration, exited <-chan struct{}, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%w (last: %v)", errExited, err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// WaitHTTP polls url with GET until it answers 200 OK, and fails the test if that has not
+// happened within Patience.
+func WaitHTTP(t testing.TB, url string) {
+	t.Helper()
+	if err := waitHTTP(context.Background(), url, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// waitHTTP polls url until it answers 200, timeout passes, or exited (when not nil) is closed
-// because the server process ended.
-func waitHTTP(url string, timeout time.Duration, exited <-chan struct{}) error {
-	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: 2 * time.Second}
-	var last error
-	for {
+// waitHTTP polls url until it answers 200, Patience passes, ctx ends, or exited (when not nil)
+// is closed because the server process ended.
+func waitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	err := poll(ctx, Patience, exited, func() error {
 		status, err := getStatus(client, url)
-		switch {
-		case err == nil && status == http.StatusOK:
-			return nil
-		case err == nil:
-			last = fmt.Errorf("status %d", status)
-		default:
-			last = err
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("status %d", status)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting for %s: not ready after %v: %w", url, timeout, last)
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("waiting for %s: %w", url, errExited)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", url, err)
 	}
+	return nil
 }
 
 var errExited = errors.New("server process exited")
@@ -154,8 +187,8 @@ func getStatus(client *http.Client, url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// getBody fetches url and returns the body of a 200 answer.
-func getBody(url string) ([]byte, error) {
+// GetBody fetches url and returns the body of a 200 answer.
+func GetBody(url string) ([]byte, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	if err != nil {
@@ -176,6 +209,23 @@ func getBody(url string) ([]byte, error) {
 	return body, nil
 }
 
-// startAttempts is how often a Start function tries with fresh ports when the server exits
-// during start-up (typically because another process took a port FreePort picked).
-const startAttempts = 3
+// Buffer is a bytes.Buffer safe for concurrent writers, such as a process's stdout and stderr or
+// a logger used by several goroutines. The zero value is an empty buffer.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

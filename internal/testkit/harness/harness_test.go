@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // them back from Jaeger's query API; then checks the server is gone once its test ended.
 func TestJaegerRoundTrip(t *testing.T) {
 	var (
-		proc *process
+		proc *Process
 		port int
 	)
 	t.Run("spans", func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestJaegerRoundTrip(t *testing.T) {
 			t.Fatalf("shutting down tracer provider: %v", err)
 		}
 
-		traces := j.WaitSpans(t, service, 2, 30*time.Second)
+		traces := j.WaitSpans(t, service, 2)
 		if len(traces) != 1 {
 			t.Fatalf("got %d traces, want 1", len(traces))
 		}
@@ -123,7 +123,7 @@ func TestJaegerRoundTrip(t *testing.T) {
 // its exemplar; then checks the server is gone once its test ended.
 func TestPrometheusScrape(t *testing.T) {
 	var (
-		proc *process
+		proc *Process
 		port int
 	)
 	t.Run("counter", func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestPrometheusScrape(t *testing.T) {
 		p := StartPrometheus(t, srv.Listener.Addr().String())
 		proc, port = p.proc, p.port
 		expr := fmt.Sprintf(`harness_selftest_events_total{job=%q,kind="a"}`, ScrapeJob)
-		p.WaitQuery(t, expr, 3, 30*time.Second)
+		p.WaitQuery(t, expr, 3)
 		if got := p.Query(t, `sum(harness_selftest_events_total)`); got != 4 {
 			t.Errorf("sum = %v, want 4", got)
 		}
@@ -161,7 +161,7 @@ func TestPrometheusScrape(t *testing.T) {
 }
 
 // assertStopped checks that the server of a finished test was reaped and its port released.
-func assertStopped(t *testing.T, proc *process, port int) {
+func assertStopped(t *testing.T, proc *Process, port int) {
 	t.Helper()
 	if proc == nil {
 		return // the subtest was skipped or failed before starting the server
@@ -169,14 +169,14 @@ func assertStopped(t *testing.T, proc *process, port int) {
 	select {
 	case <-proc.exited:
 	default:
-		t.Fatalf("%s still running after its test ended", proc.name)
+		t.Fatalf("%s still running after its test ended", proc.Name)
 	}
 	if err := syscall.Kill(-proc.cmd.Process.Pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("%s process group still exists after its test ended (kill 0: %v)", proc.name, err)
+		t.Errorf("%s process group still exists after its test ended (kill 0: %v)", proc.Name, err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
-		t.Errorf("%s port %d still taken after its test ended: %v", proc.name, port, err)
+		t.Errorf("%s port %d still taken after its test ended: %v", proc.Name, port, err)
 		return
 	}
 	if err := l.Close(); err != nil {
@@ -349,27 +349,32 @@ func TestRequire(t *testing.T) {
 }
 
 func TestWaitReadyExitedServer(t *testing.T) {
-	p, err := startProcess("early-exit", filepath.Join(t.TempDir(), "log"), "/bin/sh", "-c", "echo boom; exit 3")
+	p, err := StartProcess("early-exit", filepath.Join(t.TempDir(), "log"), nil, "/bin/sh", "-c", "echo boom; exit 3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.stop()
-	err = p.waitReady("http://127.0.0.1:"+strconv.Itoa(FreePort(t))+"/", time.Minute)
+	defer p.Stop()
+	err = p.WaitReady(context.Background(), "http://127.0.0.1:"+strconv.Itoa(FreePort(t))+"/")
 	if !errors.Is(err, errExited) || !strings.Contains(err.Error(), "exit status 3") {
-		t.Errorf("waitReady on a server that exited = %v, want errExited with exit status 3", err)
+		t.Errorf("WaitReady on a server that exited = %v, want errExited with exit status 3", err)
 	}
-	if log := p.logText(); log != "boom\n" {
+	if log := p.Output(); log != "boom\n" {
 		t.Errorf("log = %q, want %q", log, "boom\n")
 	}
 }
 
 func TestStopKillsProcessGroup(t *testing.T) {
-	p, err := startProcess("group", filepath.Join(t.TempDir(), "log"), "/bin/sh", "-c", "sleep 300 & sleep 300")
+	p, err := StartProcess("group", filepath.Join(t.TempDir(), "log"), nil, "/bin/sh", "-c", "sleep 300 & echo started; sleep 300")
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the shell start its children
-	p.stop()
+	Eventually(t, "the shell to start its children", func() error {
+		if p.Output() != "started\n" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	p.Stop()
 	assertStopped(t, p, FreePort(t))
-	p.stop() // a second stop is harmless
+	p.Stop() // a second stop is harmless
 }

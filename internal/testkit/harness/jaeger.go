@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -9,52 +10,37 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/cctrace/cctrace/internal/testkit/jaegerconf"
 )
 
 // Jaeger is a running Jaeger v2 all-in-one with in-memory storage, every listener on
-// 127.0.0.1. The zero value is not usable; get one from StartJaeger.
+// 127.0.0.1. The zero value is not usable; get one from StartJaeger or RunJaeger.
 type Jaeger struct {
 	otlpGRPC  int
 	otlpHTTP  int
 	queryHTTP int
 	health    int
-	proc      *process
+	proc      *Process
 }
 
-// jaegerStartTimeout bounds how long Jaeger may take to become ready.
-const jaegerStartTimeout = 60 * time.Second
-
-// StartJaeger starts Jaeger (binary from CCTRACE_JAEGER_BIN, see Require) with a config that
-// binds every listener to a free port on 127.0.0.1: OTLP gRPC and HTTP receivers, query HTTP
-// and gRPC, health check HTTP and gRPC, and the collector's own metrics. Storage is in memory.
-// It returns once the health check reports ready; t.Cleanup stops it.
+// StartJaeger starts Jaeger (binary from CCTRACE_JAEGER_BIN, see Require) like RunJaeger, with
+// fresh ports if it fails to start; t.Cleanup stops it.
 func StartJaeger(t testing.TB) *Jaeger {
 	t.Helper()
 	bin := Require(t, EnvJaeger, "Jaeger v2")
-	dir := t.TempDir()
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
-		j, err := startJaegerOnce(bin, dir, attempt)
-		if err == nil {
-			j.proc.cleanup(t)
-			return j
-		}
-		lastErr = err
-		if j != nil {
-			j.proc.stop()
-			t.Logf("jaeger start attempt %d: %v\n%s", attempt, err, j.proc.logText())
-		}
-	}
-	t.Fatalf("starting jaeger: %v", lastErr)
-	return nil
+	j := retryStart(t, "jaeger", func(dir string) (*Jaeger, error) { return RunJaeger(context.Background(), bin, dir) })
+	j.proc.cleanup(t)
+	return j
 }
 
-func startJaegerOnce(bin, dir string, attempt int) (*Jaeger, error) {
+// RunJaeger starts Jaeger (bin) with its config and log in dir and every listener on a free
+// port of 127.0.0.1: OTLP gRPC and HTTP receivers, query HTTP and gRPC, health check HTTP and
+// gRPC, and its own metrics (Jaeger's defaults listen on all interfaces, on fixed ports).
+// Storage is in memory. It returns once the health check and the query API answer; the caller
+// stops it.
+func RunJaeger(ctx context.Context, bin, dir string) (*Jaeger, error) {
 	ports := make([]int, 7)
 	for i := range ports {
-		p, err := freePort()
+		p, err := PickFreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -62,30 +48,41 @@ func startJaegerOnce(bin, dir string, attempt int) (*Jaeger, error) {
 	}
 	j := &Jaeger{otlpGRPC: ports[0], otlpHTTP: ports[1], queryHTTP: ports[2], health: ports[3]}
 	queryGRPC, healthGRPC, metrics := ports[4], ports[5], ports[6]
-	cfg := jaegerconf.Loopback(jaegerconf.Ports{
-		OTLPGRPC: j.otlpGRPC, OTLPHTTP: j.otlpHTTP,
-		QueryHTTP: j.queryHTTP, QueryGRPC: queryGRPC,
-		HealthHTTP: j.health, HealthGRPC: healthGRPC,
-		Metrics: metrics,
-	}, "info", 100000)
-	cfgPath := filepath.Join(dir, fmt.Sprintf("jaeger-%d.yaml", attempt))
+	cfg := fmt.Sprintf(jaegerConfig, metrics, j.health, healthGRPC, j.queryHTTP, queryGRPC, j.otlpGRPC, j.otlpHTTP)
+	cfgPath := filepath.Join(dir, "jaeger.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, fmt.Errorf("writing jaeger config: %w", err)
 	}
-	proc, err := startProcess("jaeger", filepath.Join(dir, fmt.Sprintf("jaeger-%d.log", attempt)), bin, "--config", cfgPath)
+	proc, err := startServer(ctx, "jaeger", dir, nil, j.healthURL(), bin, "--config", cfgPath)
 	if err != nil {
 		return nil, err
 	}
 	j.proc = proc
-	if err := proc.waitReady(j.healthURL(), jaegerStartTimeout); err != nil {
-		return j, err
-	}
 	// The query API is an extension and starts before the pipelines; readiness above covers
 	// the receivers, this covers the API the tests read from.
-	if err := proc.waitReady(j.QueryURL()+"/api/services", jaegerStartTimeout); err != nil {
-		return j, err
+	if err := proc.WaitReady(ctx, j.QueryURL()+"/api/services"); err != nil {
+		proc.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, proc.LogTail())
 	}
 	return j, nil
+}
+
+// Stop stops Jaeger.
+func (j *Jaeger) Stop() { j.proc.Stop() }
+
+// Services returns the names of the services Jaeger holds spans of.
+func (j *Jaeger) Services() ([]string, error) {
+	body, err := GetBody(j.QueryURL() + "/api/services")
+	if err != nil {
+		return nil, err
+	}
+	var services struct {
+		Data []string `json:"data"`
+	}
+	if err := json.Unmarshal(body, &services); err != nil {
+		return nil, fmt.Errorf("decoding jaeger services: %w", err)
+	}
+	return services.Data, nil
 }
 
 func (j *Jaeger) healthURL() string {
@@ -193,20 +190,20 @@ func (j *Jaeger) Traces(t testing.TB, service string) []Trace {
 }
 
 // WaitTraces polls Traces until service has at least n traces, and returns them; it fails the
-// test if that has not happened within timeout.
-func (j *Jaeger) WaitTraces(t testing.TB, service string, n int, timeout time.Duration) []Trace {
+// test if that has not happened within Patience.
+func (j *Jaeger) WaitTraces(t testing.TB, service string, n int) []Trace {
 	t.Helper()
-	return j.wait(t, service, timeout, fmt.Sprintf("%d traces", n), func(traces []Trace) bool {
+	return j.wait(t, service, fmt.Sprintf("%d traces", n), func(traces []Trace) bool {
 		return len(traces) >= n
 	})
 }
 
 // WaitSpans polls Traces until service has at least n spans in all its traces together, and
-// returns the traces; it fails the test if that has not happened within timeout. Use it when
+// returns the traces; it fails the test if that has not happened within Patience. Use it when
 // the spans of one trace may arrive in several exports.
-func (j *Jaeger) WaitSpans(t testing.TB, service string, n int, timeout time.Duration) []Trace {
+func (j *Jaeger) WaitSpans(t testing.TB, service string, n int) []Trace {
 	t.Helper()
-	return j.wait(t, service, timeout, fmt.Sprintf("%d spans", n), func(traces []Trace) bool {
+	return j.wait(t, service, fmt.Sprintf("%d spans", n), func(traces []Trace) bool {
 		total := 0
 		for _, tr := range traces {
 			total += len(tr.Spans)
@@ -215,20 +212,20 @@ func (j *Jaeger) WaitSpans(t testing.TB, service string, n int, timeout time.Dur
 	})
 }
 
-func (j *Jaeger) wait(t testing.TB, service string, timeout time.Duration, what string, done func([]Trace) bool) []Trace {
+func (j *Jaeger) wait(t testing.TB, service, what string, done func([]Trace) bool) []Trace {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		traces, err := j.traces(service)
-		if err == nil && done(traces) {
-			return traces
+	var traces []Trace
+	Eventually(t, fmt.Sprintf("%s of service %q in jaeger", what, service), func() error {
+		var err error
+		if traces, err = j.traces(service); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %v for %s of service %q in jaeger: have %d traces (last error: %v)",
-				timeout, what, service, len(traces), err)
+		if !done(traces) {
+			return fmt.Errorf("have %d traces", len(traces))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return traces
 }
 
 func (j *Jaeger) traces(service string) ([]Trace, error) {
@@ -239,7 +236,7 @@ func (j *Jaeger) traces(service string) ([]Trace, error) {
 		"start":   {strconv.FormatInt(now.Add(-time.Hour).UnixMicro(), 10)},
 		"end":     {strconv.FormatInt(now.Add(time.Hour).UnixMicro(), 10)},
 	}
-	body, err := getBody(j.QueryURL() + "/api/traces?" + q.Encode())
+	body, err := GetBody(j.QueryURL() + "/api/traces?" + q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("querying jaeger traces: %w", err)
 	}
@@ -378,3 +375,66 @@ func decodeKeyValues(kvs []apiKeyValue) (map[string]any, error) {
 	}
 	return out, nil
 }
+
+// jaegerConfig's verbs, in order: metrics port, health HTTP and gRPC ports, query HTTP and gRPC
+// ports, OTLP gRPC and HTTP ports.
+const jaegerConfig = `service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    resource:
+      service.name: jaeger
+    metrics:
+      level: basic
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %d
+    logs:
+      level: info
+
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:%d
+      status:
+        enabled: true
+        path: /status
+    grpc:
+      endpoint: 127.0.0.1:%d
+      transport: tcp
+
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+
+  jaeger_query:
+    storage:
+      traces: memstore
+    enable_tracing: false
+    max_clock_skew_adjust: 0s
+    http:
+      endpoint: 127.0.0.1:%d
+    grpc:
+      endpoint: 127.0.0.1:%d
+
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:%d
+      http:
+        endpoint: 127.0.0.1:%d
+
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`

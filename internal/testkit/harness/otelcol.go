@@ -1,11 +1,9 @@
 package harness
 
 import (
-	"fmt"
-	"path/filepath"
+	"context"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // Collector is a running OpenTelemetry Collector (the one ocb builds from tools/otelcol) with one
@@ -13,11 +11,9 @@ import (
 // get one from StartCollector.
 type Collector struct {
 	otlpGRPC int
-	proc     *process
+	metrics  int
+	proc     *Process
 }
-
-// collectorStartTimeout bounds how long a collector may take to become healthy.
-const collectorStartTimeout = 60 * time.Second
 
 // StartCollector starts the collector (binary from CCTRACE_OTELCOL_BIN, see Require) named name
 // with the config file config, which must take its listeners from the variables that
@@ -28,51 +24,30 @@ const collectorStartTimeout = 60 * time.Second
 func StartCollector(t testing.TB, name, config string, env ...string) *Collector {
 	t.Helper()
 	bin := Require(t, EnvOtelcol, "OpenTelemetry Collector (ocb, tools/otelcol)")
-	dir := t.TempDir()
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
-		c, err := startCollectorOnce(bin, dir, name, config, attempt, env)
-		if err == nil {
-			c.proc.cleanup(t)
-			return c
+	c := retryStart(t, name, func(dir string) (*Collector, error) {
+		ports := make([]int, 4)
+		for i := range ports {
+			p, err := PickFreePort()
+			if err != nil {
+				return nil, err
+			}
+			ports[i] = p
 		}
-		lastErr = err
-		if c != nil {
-			c.proc.stop()
-			t.Logf("%s start attempt %d: %v\n%s", name, attempt, err, c.proc.logText())
-		}
-	}
-	t.Fatalf("starting %s: %v", name, lastErr)
-	return nil
-}
-
-func startCollectorOnce(bin, dir, name, config string, attempt int, env []string) (*Collector, error) {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
-	}
-	c := &Collector{otlpGRPC: ports[0]}
-	health := ports[2]
-	all := append([]string{
-		"OTELCOL_OTLP_GRPC_ENDPOINT=127.0.0.1:" + strconv.Itoa(ports[0]),
-		"OTELCOL_OTLP_HTTP_ENDPOINT=127.0.0.1:" + strconv.Itoa(ports[1]),
-		"OTELCOL_HEALTH_ENDPOINT=127.0.0.1:" + strconv.Itoa(health),
-		"OTELCOL_METRICS_HOST=127.0.0.1",
-		"OTELCOL_METRICS_PORT=" + strconv.Itoa(ports[3]),
-	}, env...)
-	proc, err := startProcessEnv(name, filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, attempt)), all, bin, "--config", config)
-	if err != nil {
-		return nil, err
-	}
-	c.proc = proc
-	if err := proc.waitReady("http://127.0.0.1:"+strconv.Itoa(health)+"/", collectorStartTimeout); err != nil {
+		c := &Collector{otlpGRPC: ports[0], metrics: ports[3]}
+		health := "127.0.0.1:" + strconv.Itoa(ports[2])
+		vars := ChildEnv(append([]string{
+			"OTELCOL_OTLP_GRPC_ENDPOINT=127.0.0.1:" + strconv.Itoa(ports[0]),
+			"OTELCOL_OTLP_HTTP_ENDPOINT=127.0.0.1:" + strconv.Itoa(ports[1]),
+			"OTELCOL_HEALTH_ENDPOINT=" + health,
+			"OTELCOL_METRICS_HOST=127.0.0.1",
+			"OTELCOL_METRICS_PORT=" + strconv.Itoa(ports[3]),
+		}, env...)...)
+		var err error
+		c.proc, err = startServer(context.Background(), name, dir, vars, "http://"+health+"/", bin, "--config", config)
 		return c, err
-	}
-	return c, nil
+	})
+	c.proc.cleanup(t)
+	return c
 }
 
 // OTLPEndpoint returns the plaintext OTLP/gRPC receiver as "http://127.0.0.1:PORT", the form
@@ -87,5 +62,10 @@ func (c *Collector) OTLPAddress() string {
 	return "127.0.0.1:" + strconv.Itoa(c.otlpGRPC)
 }
 
+// MetricsURL returns the address of the collector's own metrics, "http://127.0.0.1:PORT/metrics".
+func (c *Collector) MetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.metrics) + "/metrics"
+}
+
 // Log returns the last part of the collector's log.
-func (c *Collector) Log() string { return c.proc.logText() }
+func (c *Collector) Log() string { return c.proc.LogTail() }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,11 +18,8 @@ import (
 // with exemplar storage on. The zero value is not usable; get one from StartPrometheus.
 type Prometheus struct {
 	port int
-	proc *process
+	proc *Process
 }
-
-// prometheusStartTimeout bounds how long Prometheus may take to become ready.
-const prometheusStartTimeout = 60 * time.Second
 
 // ScrapeJob is the job label Prometheus puts on the series it scrapes from the target.
 const ScrapeJob = "cctrace"
@@ -38,22 +36,9 @@ func StartPrometheus(t testing.TB, scrapeTarget string) *Prometheus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
-		p, err := startPrometheusOnce(bin, dir, attempt, target)
-		if err == nil {
-			p.proc.cleanup(t)
-			return p
-		}
-		lastErr = err
-		if p != nil {
-			p.proc.stop()
-			t.Logf("prometheus start attempt %d: %v\n%s", attempt, err, p.proc.logText())
-		}
-	}
-	t.Fatalf("starting prometheus: %v", lastErr)
-	return nil
+	p := retryStart(t, "prometheus", func(dir string) (*Prometheus, error) { return startPrometheusOnce(bin, dir, target) })
+	p.proc.cleanup(t)
+	return p
 }
 
 type scrapeTarget struct {
@@ -78,30 +63,24 @@ func parseScrapeTarget(s string) (scrapeTarget, error) {
 	return scrapeTarget{scheme: u.Scheme, host: u.Host, path: path}, nil
 }
 
-func startPrometheusOnce(bin, dir string, attempt int, target scrapeTarget) (*Prometheus, error) {
-	port, err := freePort()
+func startPrometheusOnce(bin, dir string, target scrapeTarget) (*Prometheus, error) {
+	port, err := PickFreePort()
 	if err != nil {
 		return nil, err
 	}
 	cfg := fmt.Sprintf(prometheusConfig, ScrapeJob, target.scheme, target.path, target.host)
-	cfgPath := filepath.Join(dir, fmt.Sprintf("prometheus-%d.yml", attempt))
+	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, fmt.Errorf("writing prometheus config: %w", err)
 	}
-	proc, err := startProcess("prometheus", filepath.Join(dir, fmt.Sprintf("prometheus-%d.log", attempt)), bin,
+	p := &Prometheus{port: port}
+	p.proc, err = startServer(context.Background(), "prometheus", dir, nil, p.URL()+"/-/ready", bin,
 		"--config.file="+cfgPath,
 		"--web.listen-address=127.0.0.1:"+strconv.Itoa(port),
-		"--storage.tsdb.path="+filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--enable-feature=exemplar-storage",
 	)
-	if err != nil {
-		return nil, err
-	}
-	p := &Prometheus{port: port, proc: proc}
-	if err := proc.waitReady(p.URL()+"/-/ready", prometheusStartTimeout); err != nil {
-		return p, err
-	}
-	return p, nil
+	return p, err
 }
 
 // prometheusConfig arguments: job name, scheme, metrics path, target host:port.
@@ -134,23 +113,16 @@ func (p *Prometheus) Query(t testing.TB, expr string) float64 {
 }
 
 // WaitQuery polls Query until expr evaluates to want (within a relative 1e-9), and fails the
-// test if that has not happened within timeout. Scrapes happen every second.
-func (p *Prometheus) WaitQuery(t testing.TB, expr string, want float64, timeout time.Duration) {
+// test if that has not happened within Patience. Scrapes happen every second.
+func (p *Prometheus) WaitQuery(t testing.TB, expr string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	Eventually(t, fmt.Sprintf("%s == %v", expr, want), func() error {
 		got, err := p.query(expr)
-		if err == nil && closeEnough(got, want) {
-			return
+		if err == nil && !closeEnough(got, want) {
+			err = fmt.Errorf("last value %v", got)
 		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				t.Fatalf("waiting %v for %s == %v: %v", timeout, expr, want, err)
-			}
-			t.Fatalf("waiting %v for %s == %v: last value %v", timeout, expr, want, got)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func closeEnough(got, want float64) bool {
@@ -172,7 +144,7 @@ type queryResponse struct {
 }
 
 func (p *Prometheus) query(expr string) (float64, error) {
-	body, err := getBody(p.URL() + "/api/v1/query?" + url.Values{"query": {expr}}.Encode())
+	body, err := GetBody(p.URL() + "/api/v1/query?" + url.Values{"query": {expr}}.Encode())
 	if err != nil {
 		return 0, fmt.Errorf("querying prometheus for %s: %w", expr, err)
 	}
@@ -240,7 +212,7 @@ func (p *Prometheus) exemplars(expr string) ([]Exemplar, error) {
 		"start": {strconv.FormatInt(now.Add(-time.Hour).Unix(), 10)},
 		"end":   {strconv.FormatInt(now.Add(time.Minute).Unix(), 10)},
 	}
-	body, err := getBody(p.URL() + "/api/v1/query_exemplars?" + q.Encode())
+	body, err := GetBody(p.URL() + "/api/v1/query_exemplars?" + q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("querying prometheus exemplars for %s: %w", expr, err)
 	}
