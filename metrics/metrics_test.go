@@ -1,11 +1,15 @@
 package metrics
 
 import (
+	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
@@ -233,446 +238,22 @@ func scenario() []*instrument.Span {
 // $5. Request costs: 10·3 + 200·15 + 15000·3.75 + 5000·6 = 89280 µ$; 5·3 + 100·15 + 20000·0.3 +
 // 300·3.75 = 8640 µ$; 50000·3 + 2000·15 = 180000 µ$; 8000·3 + 300·15 = 28500 µ$ (sonnet total
 // 0.30642 $); haiku 3000·1 + 500·5 = 5500 µ$.
-const wantCounters = `
-# HELP cctrace_tokens_total Tokens billed by the upstream, by model, type (input is uncached input; input+cache_read+cache_creation is the whole prompt), person and team.
-# TYPE cctrace_tokens_total counter
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="cache_creation",user="unknown"} 0
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="cache_read",user="unknown"} 0
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="input",user="unknown"} 3000
-cctrace_tokens_total{model="claude-haiku-4-5-20251001",team="none",type="output",user="unknown"} 500
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="cache_creation",user="unknown"} 20300
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="cache_read",user="unknown"} 20000
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="input",user="unknown"} 58015
-cctrace_tokens_total{model="claude-sonnet-4-5-20250929",team="none",type="output",user="unknown"} 2600
-cctrace_tokens_total{model="mystery-model-1",team="none",type="cache_creation",user="unknown"} 0
-cctrace_tokens_total{model="mystery-model-1",team="none",type="cache_read",user="unknown"} 0
-cctrace_tokens_total{model="mystery-model-1",team="none",type="input",user="unknown"} 100
-cctrace_tokens_total{model="mystery-model-1",team="none",type="output",user="unknown"} 10
-# HELP cctrace_cache_creation_tokens_total Cache write tokens by TTL (5m or 1h), when the upstream reports the split.
-# TYPE cctrace_cache_creation_tokens_total counter
-cctrace_cache_creation_tokens_total{model="claude-sonnet-4-5-20250929",ttl="1h"} 5000
-cctrace_cache_creation_tokens_total{model="claude-sonnet-4-5-20250929",ttl="5m"} 15000
-# HELP cctrace_cost_usd_total Estimated cost in US dollars from the price table, by model, person and team.
-# TYPE cctrace_cost_usd_total counter
-cctrace_cost_usd_total{model="claude-haiku-4-5-20251001",team="none",user="unknown"} 0.0055
-cctrace_cost_usd_total{model="claude-sonnet-4-5-20250929",team="none",user="unknown"} %s
-# HELP cctrace_unpriced_requests_total Requests with usage whose model is not in the price table, so their cost is not counted.
-# TYPE cctrace_unpriced_requests_total counter
-cctrace_unpriced_requests_total{model="mystery-model-1"} 1
-# HELP cctrace_requests_total API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.
-# TYPE cctrace_requests_total counter
-cctrace_requests_total{code="200",kind="auxiliary",model="mystery-model-1",stop_reason="end_turn"} 1
-cctrace_requests_total{code="200",kind="compaction",model="claude-sonnet-4-5-20250929",stop_reason="end_turn"} 1
-cctrace_requests_total{code="200",kind="count_tokens",model="claude-sonnet-4-5-20250929",stop_reason="none"} 1
-cctrace_requests_total{code="200",kind="subagent",model="claude-haiku-4-5-20251001",stop_reason="end_turn"} 1
-cctrace_requests_total{code="200",kind="tool_results",model="claude-sonnet-4-5-20250929",stop_reason="end_turn"} 1
-cctrace_requests_total{code="200",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="end_turn"} 1
-cctrace_requests_total{code="200",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="tool_use"} 1
-cctrace_requests_total{code="529",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="none"} 1
-cctrace_requests_total{code="error",kind="turn",model="claude-sonnet-4-5-20250929",stop_reason="none"} 1
-# HELP cctrace_content_blocks_total Content blocks sent for the first time in their conversation, by role and type.
-# TYPE cctrace_content_blocks_total counter
-cctrace_content_blocks_total{role="assistant",type="tool_use"} 2
-cctrace_content_blocks_total{role="user",type="text"} 4
-cctrace_content_blocks_total{role="user",type="tool_result"} 2
-# HELP cctrace_compactions_total Context compactions by trigger (manual or auto).
-# TYPE cctrace_compactions_total counter
-cctrace_compactions_total{trigger="auto"} 1
-# HELP cctrace_turns_total Finished agentic turns by outcome.
-# TYPE cctrace_turns_total counter
-cctrace_turns_total{outcome="end_turn"} 1
-cctrace_turns_total{outcome="error"} 1
-# HELP cctrace_turns_handed_off_total Parts of turns this replica ended as handed_off: its session went on on another replica (or stopped), which counts the turn in cctrace_turns_total.
-# TYPE cctrace_turns_handed_off_total counter
-cctrace_turns_handed_off_total 1
-# HELP cctrace_tool_calls_total Tool calls by tool and outcome.
-# TYPE cctrace_tool_calls_total counter
-cctrace_tool_calls_total{outcome="error",tool="Bash"} 1
-cctrace_tool_calls_total{outcome="success",tool="Agent"} 1
-cctrace_tool_calls_total{outcome="success",tool="Read"} 1
-# HELP cctrace_subagents_total Subagent runs by subagent type.
-# TYPE cctrace_subagents_total counter
-cctrace_subagents_total{type="Explore"} 1
-# HELP cctrace_sessions_active Claude Code sessions the tracker currently holds.
-# TYPE cctrace_sessions_active gauge
-cctrace_sessions_active 1
-` + wantNotDecodedHeader + `cctrace_bodies_not_decoded_total{body="request",reason="copy_budget"} 0
-cctrace_bodies_not_decoded_total{body="request",reason="decode_queue"} 0
-cctrace_bodies_not_decoded_total{body="response",reason="copy_budget"} 0
-cctrace_bodies_not_decoded_total{body="response",reason="decode_queue"} 0
-`
-
+//
 // Request durations (s): sonnet/turn 0.5, 2, 2, 0.05; haiku/subagent 2; sonnet/tool_results 2;
-// sonnet/count_tokens 0.1; sonnet/compaction 30; mystery/auxiliary 1.
-// Time to first token (s): sonnet 0.3, 0.2, 1, 0.5; haiku 0.5.
-const wantRequestHistograms = `
-# HELP cctrace_request_duration_seconds Duration of API request attempts, from the request to the end of the response body.
-# TYPE cctrace_request_duration_seconds histogram
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.01"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.02"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.04"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.08"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.16"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.32"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="0.64"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="1.28"} 0
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="2.56"} 1
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="5.12"} 1
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="10.24"} 1
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="20.48"} 1
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="40.96"} 1
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="81.92"} 1
-cctrace_request_duration_seconds_bucket{kind="subagent",model="claude-haiku-4-5-20251001",le="+Inf"} 1
-cctrace_request_duration_seconds_sum{kind="subagent",model="claude-haiku-4-5-20251001"} 2
-cctrace_request_duration_seconds_count{kind="subagent",model="claude-haiku-4-5-20251001"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.01"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.02"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.04"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.08"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.16"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.32"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="0.64"} 0
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="1.28"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="2.56"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="5.12"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="10.24"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="20.48"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="40.96"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="81.92"} 1
-cctrace_request_duration_seconds_bucket{kind="auxiliary",model="mystery-model-1",le="+Inf"} 1
-cctrace_request_duration_seconds_sum{kind="auxiliary",model="mystery-model-1"} 1
-cctrace_request_duration_seconds_count{kind="auxiliary",model="mystery-model-1"} 1
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.01"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.02"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.04"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.08"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.16"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.32"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="0.64"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="1.28"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="2.56"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="5.12"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="10.24"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="20.48"} 0
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="40.96"} 1
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="81.92"} 1
-cctrace_request_duration_seconds_bucket{kind="compaction",model="claude-sonnet-4-5-20250929",le="+Inf"} 1
-cctrace_request_duration_seconds_sum{kind="compaction",model="claude-sonnet-4-5-20250929"} 30
-cctrace_request_duration_seconds_count{kind="compaction",model="claude-sonnet-4-5-20250929"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.01"} 0
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.02"} 0
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.04"} 0
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.08"} 0
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.16"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.32"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="0.64"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="1.28"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="2.56"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="5.12"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="10.24"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="20.48"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="40.96"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="81.92"} 1
-cctrace_request_duration_seconds_bucket{kind="count_tokens",model="claude-sonnet-4-5-20250929",le="+Inf"} 1
-cctrace_request_duration_seconds_sum{kind="count_tokens",model="claude-sonnet-4-5-20250929"} 0.1
-cctrace_request_duration_seconds_count{kind="count_tokens",model="claude-sonnet-4-5-20250929"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.01"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.02"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.04"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.08"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.16"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.32"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="0.64"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="1.28"} 0
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="2.56"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="5.12"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="10.24"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="20.48"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="40.96"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="81.92"} 1
-cctrace_request_duration_seconds_bucket{kind="tool_results",model="claude-sonnet-4-5-20250929",le="+Inf"} 1
-cctrace_request_duration_seconds_sum{kind="tool_results",model="claude-sonnet-4-5-20250929"} 2
-cctrace_request_duration_seconds_count{kind="tool_results",model="claude-sonnet-4-5-20250929"} 1
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.01"} 0
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.02"} 0
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.04"} 0
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.08"} 1
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.16"} 1
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.32"} 1
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="0.64"} 2
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="1.28"} 2
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="2.56"} 4
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="5.12"} 4
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="10.24"} 4
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="20.48"} 4
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="40.96"} 4
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="81.92"} 4
-cctrace_request_duration_seconds_bucket{kind="turn",model="claude-sonnet-4-5-20250929",le="+Inf"} 4
-cctrace_request_duration_seconds_sum{kind="turn",model="claude-sonnet-4-5-20250929"} 4.55
-cctrace_request_duration_seconds_count{kind="turn",model="claude-sonnet-4-5-20250929"} 4
-# HELP cctrace_time_to_first_token_seconds Time from the request to the first content delta of the response.
-# TYPE cctrace_time_to_first_token_seconds histogram
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.01"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.02"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.04"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.08"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.16"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.32"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="0.64"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="1.28"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="2.56"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="5.12"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="10.24"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="20.48"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="40.96"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="81.92"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-haiku-4-5-20251001",le="+Inf"} 1
-cctrace_time_to_first_token_seconds_sum{model="claude-haiku-4-5-20251001"} 0.5
-cctrace_time_to_first_token_seconds_count{model="claude-haiku-4-5-20251001"} 1
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.01"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.02"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.04"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.08"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.16"} 0
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.32"} 2
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="0.64"} 3
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="1.28"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="2.56"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="5.12"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="10.24"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="20.48"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="40.96"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="81.92"} 4
-cctrace_time_to_first_token_seconds_bucket{model="claude-sonnet-4-5-20250929",le="+Inf"} 4
-cctrace_time_to_first_token_seconds_sum{model="claude-sonnet-4-5-20250929"} 2
-cctrace_time_to_first_token_seconds_count{model="claude-sonnet-4-5-20250929"} 4
-`
+// sonnet/count_tokens 0.1; sonnet/compaction 30; mystery/auxiliary 1. Time to first token (s):
+// sonnet 0.3, 0.2, 1, 0.5; haiku 0.5. Context tokens: sonnet 20010, 20305, 50000, 8000; haiku
+// 3000; mystery 100. Messages: turn 1, 1, 2, 2; subagent 1; tool_results 3; count_tokens 4;
+// compaction 40; auxiliary 1. Turn durations (s): 12 and 40. Tool durations (s): Read 0.2, Bash
+// 0.4, Agent 7. The scenario carries no person and no cost, so the metrics of people, budgets
+// and reloaded files hold only the series that exist from the start, at 0.
+// scenarioFile holds the expected exposition of scenario: every family of MetricNames, every
+// series and bucket.
+const scenarioFile = "testdata/scenario.prom"
 
-// Context tokens: sonnet 20010, 20305, 50000, 8000; haiku 3000; mystery 100.
-// Messages: turn 1, 1, 2, 2; subagent 1; tool_results 3; count_tokens 4; compaction 40;
-// auxiliary 1.
-const wantSizeHistograms = `
-# HELP cctrace_context_tokens Prompt size of each request in tokens: uncached input, cache reads and cache writes.
-# TYPE cctrace_context_tokens histogram
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="1000"} 0
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="2500"} 0
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="5000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="10000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="20000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="40000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="60000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="80000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="100000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="125000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="150000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="175000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="200000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="300000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="400000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="500000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="750000"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="1e+06"} 1
-cctrace_context_tokens_bucket{model="claude-haiku-4-5-20251001",le="+Inf"} 1
-cctrace_context_tokens_sum{model="claude-haiku-4-5-20251001"} 3000
-cctrace_context_tokens_count{model="claude-haiku-4-5-20251001"} 1
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="1000"} 0
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="2500"} 0
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="5000"} 0
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="10000"} 1
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="20000"} 1
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="40000"} 3
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="60000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="80000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="100000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="125000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="150000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="175000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="200000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="300000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="400000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="500000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="750000"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="1e+06"} 4
-cctrace_context_tokens_bucket{model="claude-sonnet-4-5-20250929",le="+Inf"} 4
-cctrace_context_tokens_sum{model="claude-sonnet-4-5-20250929"} 98315
-cctrace_context_tokens_count{model="claude-sonnet-4-5-20250929"} 4
-cctrace_context_tokens_bucket{model="mystery-model-1",le="1000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="2500"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="5000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="10000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="20000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="40000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="60000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="80000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="100000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="125000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="150000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="175000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="200000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="300000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="400000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="500000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="750000"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="1e+06"} 1
-cctrace_context_tokens_bucket{model="mystery-model-1",le="+Inf"} 1
-cctrace_context_tokens_sum{model="mystery-model-1"} 100
-cctrace_context_tokens_count{model="mystery-model-1"} 1
-# HELP cctrace_request_messages Messages carried by each API request.
-# TYPE cctrace_request_messages histogram
-cctrace_request_messages_bucket{kind="auxiliary",le="1"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="2"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="5"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="10"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="20"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="50"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="100"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="200"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="500"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="1000"} 1
-cctrace_request_messages_bucket{kind="auxiliary",le="+Inf"} 1
-cctrace_request_messages_sum{kind="auxiliary"} 1
-cctrace_request_messages_count{kind="auxiliary"} 1
-cctrace_request_messages_bucket{kind="compaction",le="1"} 0
-cctrace_request_messages_bucket{kind="compaction",le="2"} 0
-cctrace_request_messages_bucket{kind="compaction",le="5"} 0
-cctrace_request_messages_bucket{kind="compaction",le="10"} 0
-cctrace_request_messages_bucket{kind="compaction",le="20"} 0
-cctrace_request_messages_bucket{kind="compaction",le="50"} 1
-cctrace_request_messages_bucket{kind="compaction",le="100"} 1
-cctrace_request_messages_bucket{kind="compaction",le="200"} 1
-cctrace_request_messages_bucket{kind="compaction",le="500"} 1
-cctrace_request_messages_bucket{kind="compaction",le="1000"} 1
-cctrace_request_messages_bucket{kind="compaction",le="+Inf"} 1
-cctrace_request_messages_sum{kind="compaction"} 40
-cctrace_request_messages_count{kind="compaction"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="1"} 0
-cctrace_request_messages_bucket{kind="count_tokens",le="2"} 0
-cctrace_request_messages_bucket{kind="count_tokens",le="5"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="10"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="20"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="50"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="100"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="200"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="500"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="1000"} 1
-cctrace_request_messages_bucket{kind="count_tokens",le="+Inf"} 1
-cctrace_request_messages_sum{kind="count_tokens"} 4
-cctrace_request_messages_count{kind="count_tokens"} 1
-cctrace_request_messages_bucket{kind="subagent",le="1"} 1
-cctrace_request_messages_bucket{kind="subagent",le="2"} 1
-cctrace_request_messages_bucket{kind="subagent",le="5"} 1
-cctrace_request_messages_bucket{kind="subagent",le="10"} 1
-cctrace_request_messages_bucket{kind="subagent",le="20"} 1
-cctrace_request_messages_bucket{kind="subagent",le="50"} 1
-cctrace_request_messages_bucket{kind="subagent",le="100"} 1
-cctrace_request_messages_bucket{kind="subagent",le="200"} 1
-cctrace_request_messages_bucket{kind="subagent",le="500"} 1
-cctrace_request_messages_bucket{kind="subagent",le="1000"} 1
-cctrace_request_messages_bucket{kind="subagent",le="+Inf"} 1
-cctrace_request_messages_sum{kind="subagent"} 1
-cctrace_request_messages_count{kind="subagent"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="1"} 0
-cctrace_request_messages_bucket{kind="tool_results",le="2"} 0
-cctrace_request_messages_bucket{kind="tool_results",le="5"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="10"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="20"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="50"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="100"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="200"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="500"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="1000"} 1
-cctrace_request_messages_bucket{kind="tool_results",le="+Inf"} 1
-cctrace_request_messages_sum{kind="tool_results"} 3
-cctrace_request_messages_count{kind="tool_results"} 1
-cctrace_request_messages_bucket{kind="turn",le="1"} 2
-cctrace_request_messages_bucket{kind="turn",le="2"} 4
-cctrace_request_messages_bucket{kind="turn",le="5"} 4
-cctrace_request_messages_bucket{kind="turn",le="10"} 4
-cctrace_request_messages_bucket{kind="turn",le="20"} 4
-cctrace_request_messages_bucket{kind="turn",le="50"} 4
-cctrace_request_messages_bucket{kind="turn",le="100"} 4
-cctrace_request_messages_bucket{kind="turn",le="200"} 4
-cctrace_request_messages_bucket{kind="turn",le="500"} 4
-cctrace_request_messages_bucket{kind="turn",le="1000"} 4
-cctrace_request_messages_bucket{kind="turn",le="+Inf"} 4
-cctrace_request_messages_sum{kind="turn"} 6
-cctrace_request_messages_count{kind="turn"} 4
-`
+var update = flag.Bool("update", false, "rewrite "+scenarioFile+" from what the metrics expose")
 
-// Turn durations (s): 12 and 40. Tool durations (s): Read 0.2, Bash 0.4, Agent 7.
-const wantTurnToolHistograms = `
-# HELP cctrace_turn_duration_seconds Duration of agentic turns, from the human prompt to the final response.
-# TYPE cctrace_turn_duration_seconds histogram
-cctrace_turn_duration_seconds_bucket{le="1"} 0
-cctrace_turn_duration_seconds_bucket{le="2.5"} 0
-cctrace_turn_duration_seconds_bucket{le="5"} 0
-cctrace_turn_duration_seconds_bucket{le="10"} 0
-cctrace_turn_duration_seconds_bucket{le="30"} 1
-cctrace_turn_duration_seconds_bucket{le="60"} 2
-cctrace_turn_duration_seconds_bucket{le="120"} 2
-cctrace_turn_duration_seconds_bucket{le="300"} 2
-cctrace_turn_duration_seconds_bucket{le="600"} 2
-cctrace_turn_duration_seconds_bucket{le="1200"} 2
-cctrace_turn_duration_seconds_bucket{le="1800"} 2
-cctrace_turn_duration_seconds_bucket{le="3600"} 2
-cctrace_turn_duration_seconds_bucket{le="+Inf"} 2
-cctrace_turn_duration_seconds_sum 52
-cctrace_turn_duration_seconds_count 2
-# HELP cctrace_tool_duration_seconds Tool round trips, from the end of the tool_use block to the arrival of its result.
-# TYPE cctrace_tool_duration_seconds histogram
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.01"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.05"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.1"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.25"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="0.5"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="1"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="2.5"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="5"} 0
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="10"} 1
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="30"} 1
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="60"} 1
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="120"} 1
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="300"} 1
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="600"} 1
-cctrace_tool_duration_seconds_bucket{tool="Agent",le="+Inf"} 1
-cctrace_tool_duration_seconds_sum{tool="Agent"} 7
-cctrace_tool_duration_seconds_count{tool="Agent"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.01"} 0
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.05"} 0
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.1"} 0
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.25"} 0
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="0.5"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="1"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="2.5"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="5"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="10"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="30"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="60"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="120"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="300"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="600"} 1
-cctrace_tool_duration_seconds_bucket{tool="Bash",le="+Inf"} 1
-cctrace_tool_duration_seconds_sum{tool="Bash"} 0.4
-cctrace_tool_duration_seconds_count{tool="Bash"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="0.01"} 0
-cctrace_tool_duration_seconds_bucket{tool="Read",le="0.05"} 0
-cctrace_tool_duration_seconds_bucket{tool="Read",le="0.1"} 0
-cctrace_tool_duration_seconds_bucket{tool="Read",le="0.25"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="0.5"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="1"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="2.5"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="5"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="10"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="30"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="60"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="120"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="300"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="600"} 1
-cctrace_tool_duration_seconds_bucket{tool="Read",le="+Inf"} 1
-cctrace_tool_duration_seconds_sum{tool="Read"} 0.2
-cctrace_tool_duration_seconds_count{tool="Read"} 1
-`
-
+// TestScenario compares what the metrics expose after scenario with scenarioFile. Run with
+// -update after checking a change by eye.
 func TestScenario(t *testing.T) {
 	m, reg := newMetrics(t)
 	m.SessionsActive(2)
@@ -688,81 +269,115 @@ func TestScenario(t *testing.T) {
 	if d := sonnetCost - 0.30642; d > 1e-15 || d < -1e-15 {
 		t.Fatalf("hand sum %v is not 0.30642", sonnetCost)
 	}
-
-	checked := map[string]bool{}
-	for _, tc := range []struct {
-		name  string
-		want  string
-		names []string
-	}{
-		{"counters", fmt.Sprintf(wantCounters, formatFloat(sonnetCost)), []string{
-			nameTokens, nameCacheCreation, nameCost, nameUnpriced, nameRequests, nameContentBlocks,
-			nameCompactions, nameTurns, nameTurnsHandedOff, nameToolCalls, nameSubagents, nameSessionsActive,
-			nameNotDecoded,
-		}},
-		{"request histograms", wantRequestHistograms, []string{nameRequestDuration, nameTTFT}},
-		{"size histograms", wantSizeHistograms, []string{nameContextTokens, nameRequestMessages}},
-		{"turn and tool histograms", wantTurnToolHistograms, []string{nameTurnDuration, nameToolDuration}},
-		{"nothing yet of people, budgets and files", wantUnused, []string{nameTurnCost, nameLabelOverflow, nameReloads, nameReloadOK, nameBudgetRefusals}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(tc.want), tc.names...); err != nil {
-				t.Error(err)
+	if *update {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if slices.Contains(MetricNames, mf.GetName()) {
+				if err := enc.Encode(mf); err != nil {
+					t.Fatal(err)
+				}
 			}
-		})
-		for _, n := range tc.names {
-			checked[n] = true
+		}
+		if err := os.WriteFile(scenarioFile, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, n := range MetricNames {
-		if !checked[n] {
-			t.Errorf("%s is not compared", n)
-		}
+	want, err := os.ReadFile(scenarioFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, bytes.NewReader(want), MetricNames...); err != nil {
+		t.Errorf("%v (run go test ./metrics -run TestScenario -update)", err)
+	}
+	cost := regexp.MustCompile(`(?m)^` + nameCost + `\{[^}]*model="` + sonnet + `"[^}]*\} (\S+)$`).FindSubmatch(want)
+	if cost == nil || string(cost[1]) != formatFloat(sonnetCost) {
+		t.Errorf("%s holds sonnet's cost as %q, want the hand sum %v", scenarioFile, cost, formatFloat(sonnetCost))
 	}
 }
 
-// wantUnused is what the scenario, whose spans carry no person and no cost, leaves of the
-// metrics of people, budgets and reloaded files: every series that exists from the start, at 0.
-const wantUnused = `# HELP cctrace_budget_refusals_total New turns refused because a budget was spent (--enforce-budgets), by scope (person, team) and window (daily, monthly).
-# TYPE cctrace_budget_refusals_total counter
-cctrace_budget_refusals_total{scope="person",window="daily"} 0
-cctrace_budget_refusals_total{scope="person",window="monthly"} 0
-cctrace_budget_refusals_total{scope="team",window="daily"} 0
-cctrace_budget_refusals_total{scope="team",window="monthly"} 0
-# HELP cctrace_label_overflow_total Observations whose label value was past its label's cap and counted as "other", by label.
-# TYPE cctrace_label_overflow_total counter
-cctrace_label_overflow_total{label="block_type"} 0
-cctrace_label_overflow_total{label="kind"} 0
-cctrace_label_overflow_total{label="model"} 0
-cctrace_label_overflow_total{label="outcome"} 0
-cctrace_label_overflow_total{label="role"} 0
-cctrace_label_overflow_total{label="stop_reason"} 0
-cctrace_label_overflow_total{label="subagent_type"} 0
-cctrace_label_overflow_total{label="team"} 0
-cctrace_label_overflow_total{label="tool"} 0
-cctrace_label_overflow_total{label="tool_outcome"} 0
-cctrace_label_overflow_total{label="trigger"} 0
-cctrace_label_overflow_total{label="user"} 0
-# HELP cctrace_turn_cost_usd Estimated cost of each finished turn in US dollars, subagents included; its exemplars are the turns' trace ids.
-# TYPE cctrace_turn_cost_usd histogram
-cctrace_turn_cost_usd_bucket{le="0.001"} 0
-cctrace_turn_cost_usd_bucket{le="0.005"} 0
-cctrace_turn_cost_usd_bucket{le="0.01"} 0
-cctrace_turn_cost_usd_bucket{le="0.025"} 0
-cctrace_turn_cost_usd_bucket{le="0.05"} 0
-cctrace_turn_cost_usd_bucket{le="0.1"} 0
-cctrace_turn_cost_usd_bucket{le="0.25"} 0
-cctrace_turn_cost_usd_bucket{le="0.5"} 0
-cctrace_turn_cost_usd_bucket{le="1"} 0
-cctrace_turn_cost_usd_bucket{le="2.5"} 0
-cctrace_turn_cost_usd_bucket{le="5"} 0
-cctrace_turn_cost_usd_bucket{le="10"} 0
-cctrace_turn_cost_usd_bucket{le="25"} 0
-cctrace_turn_cost_usd_bucket{le="50"} 0
-cctrace_turn_cost_usd_bucket{le="+Inf"} 0
-cctrace_turn_cost_usd_sum 0
-cctrace_turn_cost_usd_count 0
-`
+// TestFamilies is the metrics a reader of a dashboard meets: each family's type, labels and, for
+// a histogram, its buckets' upper bounds.
+func TestFamilies(t *testing.T) {
+	want := []struct {
+		name    string
+		typ     dto.MetricType
+		labels  string
+		buckets []float64
+	}{
+		{nameTokens, dto.MetricType_COUNTER, "model team type user", nil},
+		{nameCacheCreation, dto.MetricType_COUNTER, "model ttl", nil},
+		{nameCost, dto.MetricType_COUNTER, "model team user", nil},
+		{nameUnpriced, dto.MetricType_COUNTER, "model", nil},
+		{nameRequests, dto.MetricType_COUNTER, "code kind model stop_reason", nil},
+		{nameRequestDuration, dto.MetricType_HISTOGRAM, "kind model", durationBuckets},
+		{nameTTFT, dto.MetricType_HISTOGRAM, "model", durationBuckets},
+		{nameContextTokens, dto.MetricType_HISTOGRAM, "model", contextBuckets},
+		{nameRequestMessages, dto.MetricType_HISTOGRAM, "kind", messagesBuckets},
+		{nameContentBlocks, dto.MetricType_COUNTER, "role type", nil},
+		{nameCompactions, dto.MetricType_COUNTER, "trigger", nil},
+		{nameTurns, dto.MetricType_COUNTER, "outcome", nil},
+		{nameTurnsHandedOff, dto.MetricType_COUNTER, "", nil},
+		{nameTurnDuration, dto.MetricType_HISTOGRAM, "", turnDurationBuckets},
+		{nameTurnCost, dto.MetricType_HISTOGRAM, "", turnCostBuckets},
+		{nameToolCalls, dto.MetricType_COUNTER, "outcome tool", nil},
+		{nameToolDuration, dto.MetricType_HISTOGRAM, "tool", toolDurationBuckets},
+		{nameSubagents, dto.MetricType_COUNTER, "type", nil},
+		{nameSessionsActive, dto.MetricType_GAUGE, "", nil},
+		{nameNotDecoded, dto.MetricType_COUNTER, "body reason", nil},
+		{nameLabelOverflow, dto.MetricType_COUNTER, "label", nil},
+		{nameReloads, dto.MetricType_COUNTER, "file result", nil},
+		{nameReloadOK, dto.MetricType_GAUGE, "file", nil},
+		{nameBudgetRefusals, dto.MetricType_COUNTER, "scope window", nil},
+	}
+	m, reg := newMetrics(t)
+	feed(m, scenario()...)
+	m.ConfigLoaded("budgets", nil)
+	got := map[string]*dto.MetricFamily{}
+	for _, mf := range mustGather(t, reg) {
+		got[mf.GetName()] = mf
+	}
+	var names []string
+	for _, w := range want {
+		names = append(names, w.name)
+		mf := got[w.name]
+		if mf == nil {
+			t.Errorf("%s: not exposed", w.name)
+			continue
+		}
+		if mf.GetType() != w.typ {
+			t.Errorf("%s: type %v, want %v", w.name, mf.GetType(), w.typ)
+		}
+		labels := map[string]bool{}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = true
+			}
+		}
+		if got := strings.Join(slices.Sorted(maps.Keys(labels)), " "); got != w.labels {
+			t.Errorf("%s: labels %q, want %q", w.name, got, w.labels)
+		}
+		if w.buckets == nil {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			var bounds []float64
+			for _, b := range s.GetHistogram().GetBucket() {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+			if !slices.Equal(bounds, w.buckets) {
+				t.Errorf("%s: buckets %v, want %v", w.name, bounds, w.buckets)
+			}
+		}
+	}
+	if !slices.Equal(names, MetricNames) {
+		t.Errorf("families %v, want MetricNames %v", names, MetricNames)
+	}
+}
 
 // formatFloat prints v as the text exposition does.
 func formatFloat(v float64) string { return fmt.Sprint(v) }

@@ -1,31 +1,20 @@
 package tracing
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // logBuffer is a concurrency-safe log destination: export errors arrive on SDK goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ harness.Buffer }
 
 func (b *logBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := strings.TrimSpace(b.buf.String())
+	s := strings.TrimSpace(b.String())
 	if s == "" {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 var bin string
@@ -232,7 +235,7 @@ func TestServeShutdownLetsStreamsFinish(t *testing.T) {
 	proxyAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, "serve", "--listen", proxyAddr, "--metrics-listen", metricsAddr, "--upstream", upstream.URL)
 	cmd.Env = baseEnv()
-	var out syncBuffer
+	var out harness.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -293,13 +296,12 @@ func freeAddr(t *testing.T) string {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
+	harness.Eventually(t, "the condition", func() error {
+		if !ok() {
+			return errors.New("not met")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // messageStartEvent is the first event of the streams these tests' upstreams send.
@@ -323,21 +325,4 @@ func openStream(t *testing.T, proxyAddr, session string) (*http.Response, *bufio
 		t.Fatalf("first line %q, %v", line, err)
 	}
 	return resp, br
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

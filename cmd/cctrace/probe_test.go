@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -10,7 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // closedAddr returns a loopback address that refuses connections.
@@ -95,15 +97,17 @@ func TestStartupWarnings(t *testing.T) {
 	upstream, collector := closedAddr(t), closedAddr(t)
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--upstream", "http://"+upstream)
 	cmd.Env = append(baseEnv(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+collector, "OTEL_BSP_SCHEDULE_DELAY=50")
-	var out syncBuffer
+	var out harness.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && strings.Count(out.String(), "cctrace: warning:") < 2 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	harness.Eventually(t, "two warnings", func() error {
+		if strings.Count(out.String(), "cctrace: warning:") < 2 {
+			return fmt.Errorf("cctrace printed:\n%s", out.String())
+		}
+		return nil
+	})
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	got := out.String()

@@ -30,12 +30,14 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // served is a cctrace serve process started by startServe.
 type served struct {
 	proxyAddr, metricsAddr string
-	out                    *syncBuffer
+	out                    *harness.Buffer
 	cmd                    *exec.Cmd
 	stopped                bool
 }
@@ -44,7 +46,7 @@ type served struct {
 // ready. The process is stopped with SIGTERM when the test ends, if the test has not.
 func startServe(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
-	s := &served{proxyAddr: freeAddr(t), metricsAddr: freeAddr(t), out: &syncBuffer{}}
+	s := &served{proxyAddr: freeAddr(t), metricsAddr: freeAddr(t), out: &harness.Buffer{}}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", s.proxyAddr, "--metrics-listen", s.metricsAddr}, args...)...)
 	s.cmd.Env = append(baseEnv(), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
@@ -335,12 +337,12 @@ func TestListenerTLS(t *testing.T) {
 	// serve prints its base URL after both listeners run, so /healthz, which startServe waits
 	// for, can answer a moment before the line is out.
 	want := "ANTHROPIC_BASE_URL=https://" + s.proxyAddr
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.out.String(), want) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !strings.Contains(s.out.String(), want) {
-		t.Errorf("cctrace does not print its https base URL:\n%s", s.out.String())
-	}
+	harness.Eventually(t, "cctrace to print its https base URL", func() error {
+		if !strings.Contains(s.out.String(), want) {
+			return fmt.Errorf("it printed:\n%s", s.out.String())
+		}
+		return nil
+	})
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
 			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cctrace/cctrace/internal/identity"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 func writeFile(t *testing.T, dir, name, text string) string {
@@ -145,7 +146,7 @@ func TestOpenBeyondLoopbackWarns(t *testing.T) {
 		t.Errorf("warned of a loopback listener:\n%s", s.out.String())
 	}
 	c := execCctrace(t, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0")
-	var out syncBuffer
+	var out harness.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

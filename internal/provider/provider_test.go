@@ -13,13 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/fakeapi"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // Secrets the tests hand out; none may show up in a log line or an error a client sees.
@@ -74,24 +74,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// logBuffer is a log sink for a test.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // seen is what the fake upstream received.
 type seen struct {
 	header http.Header
@@ -133,9 +115,9 @@ func send(t *testing.T, u *Upstream, path string, body string, handler func(w ht
 	return resp, b, got
 }
 
-func newUpstream(t *testing.T, cfg Config) (*Upstream, *logBuffer) {
+func newUpstream(t *testing.T, cfg Config) (*Upstream, *harness.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &harness.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	u, err := New(context.Background(), cfg)
 	if err != nil {
@@ -145,7 +127,7 @@ func newUpstream(t *testing.T, cfg Config) (*Upstream, *logBuffer) {
 }
 
 // noSecrets fails the test when a secret shows up in the logs or in what the client got.
-func noSecrets(t *testing.T, logs *logBuffer, clientSaw []byte) {
+func noSecrets(t *testing.T, logs *harness.Buffer, clientSaw []byte) {
 	t.Helper()
 	for _, s := range secrets {
 		if strings.Contains(logs.String(), s) {

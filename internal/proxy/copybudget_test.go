@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/internal/bodybuf"
+	testharness "github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // newTestBudget returns a budget of limit bytes that logs to logs, its copies' buffers lent by a
@@ -184,7 +185,7 @@ func TestCopyBudget(t *testing.T) {
 	})
 
 	t.Run("warns once for a burst of refusals", func(t *testing.T) {
-		var logs syncBuffer
+		var logs testharness.Buffer
 		b := newTestBudget(1000, &logs)
 		held := newBoundedCopy(limit, 1000, b)
 		for range 10 {
@@ -207,7 +208,7 @@ func TestCopyBudget(t *testing.T) {
 	})
 
 	t.Run("logs the end of a burst without a later refusal", func(t *testing.T) {
-		var logs syncBuffer
+		var logs testharness.Buffer
 		b := newTestBudget(1000, &logs)
 		b.interval = 20 * time.Millisecond
 		held := newBoundedCopy(limit, 1000, b)

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	testharness "github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 func TestMain(m *testing.M) {
@@ -153,31 +154,13 @@ func dumpRecord(rec *exchangeRecord) string {
 	return b.String()
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // harness is a client talking through a real Proxy, served by httptest, to an upstream.
 type harness struct {
 	proxy    *Proxy
 	proxyURL string
 	client   *http.Client
 	rec      *recorder
-	logs     *syncBuffer
+	logs     *testharness.Buffer
 }
 
 // startUpstream starts a fake upstream, stopped when the test ends, and returns its URL.
@@ -221,7 +204,7 @@ func readTestdata(name string) ([]byte, error) {
 // newHarnessTo starts a proxy to the given upstream URL.
 func newHarnessTo(t *testing.T, upstream *url.URL, opts ...Option) *harness {
 	t.Helper()
-	h := &harness{rec: newRecorder(), logs: &syncBuffer{}}
+	h := &harness{rec: newRecorder(), logs: &testharness.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p, err := New(upstream, h.rec, append([]Option{WithLogger(logger)}, opts...)...)
 	if err != nil {
