@@ -12,6 +12,8 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // countingCollector is an OTLP gRPC receiver that counts spans, optionally taking delay per
@@ -100,30 +102,32 @@ func TestCollectorDiesMidRun(t *testing.T) {
 	}
 
 	sendTurns(sink, 0, 10)
-	waitFor(t, 10*time.Second, "the first spans", func() bool { return c.count() == 70 })
+	waitFor(t, "the first spans", func() bool { return c.count() == 70 })
 
 	stop()
-	if d := sendTurns(sink, 10, 200); d > 2*time.Second {
+	if d := sendTurns(sink, 10, 200); d > harness.Patience {
 		t.Errorf("1400 spans took %v while the collector was down", d)
 	}
-	waitFor(t, 10*time.Second, "a failed export", func() bool { return sink.errors.count() >= 1 })
+	waitFor(t, "a failed export", func() bool { return sink.errors.count() >= 1 })
 
 	back := &countingCollector{}
 	serveCollector(t, addr, back)
 	// gRPC reconnects with backoff; keep sending until spans arrive again.
-	for i := 0; back.count() == 0; i++ {
-		if i > 300 {
-			t.Fatal("no span reached the collector after it came back")
+	turn := 1000
+	harness.Eventually(t, "a span to reach the collector after it came back", func() error {
+		if back.count() > 0 {
+			return nil
 		}
-		sendTurns(sink, 1000+i, 1)
-		time.Sleep(50 * time.Millisecond)
-	}
+		sendTurns(sink, turn, 1)
+		turn++
+		return errors.New("none yet")
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := sink.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown after the collector came back: %v", err)
 	}
-	waitFor(t, 15*time.Second, "the exporter's goroutines to end", func() bool {
+	waitFor(t, "the exporter's goroutines to end", func() bool {
 		return !goroutinesIn("otlptracegrpc", "batchSpanProcessor")
 	})
 }
@@ -143,7 +147,7 @@ func TestSlowCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := sendTurns(sink, 0, 1000); d > 3*time.Second {
+	if d := sendTurns(sink, 0, 1000); d > harness.Patience {
 		t.Errorf("7000 spans took %v with a slow collector", d)
 	}
 	const deadline = 300 * time.Millisecond
@@ -157,7 +161,7 @@ func TestSlowCollector(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown error = %v, want a deadline exceeded", err)
 	}
-	waitFor(t, 15*time.Second, "the abandoned exports to end", func() bool {
+	waitFor(t, "the abandoned exports to end", func() bool {
 		return !goroutinesIn("otlptracegrpc", "batchSpanProcessor")
 	})
 }

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cctrace/cctrace/instrument"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // collector is an in-process OTLP gRPC trace collector.
@@ -263,11 +265,11 @@ func TestDeadCollector(t *testing.T) {
 			sink.SpanEnded(st.span)
 		}
 	}
-	if d := time.Since(begin); d > 5*time.Second {
+	if d := time.Since(begin); d > harness.Patience {
 		t.Errorf("7000 spans took %v with a dead collector", d)
 	}
 
-	waitFor(t, 10*time.Second, "a failed export", func() bool { return sink.errors.count() >= 1 })
+	waitFor(t, "a failed export", func() bool { return sink.errors.count() >= 1 })
 
 	const deadline = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -283,7 +285,7 @@ func TestDeadCollector(t *testing.T) {
 
 	// The exports that Shutdown abandoned still end within the exporter's timeout; wait for them,
 	// so that no goroutine outlives the test.
-	waitFor(t, 15*time.Second, "the abandoned exports to end", func() bool {
+	waitFor(t, "the abandoned exports to end", func() bool {
 		return !goroutinesIn("otlptracegrpc", "batchSpanProcessor")
 	})
 	if n := sink.errors.count(); n < 2 {
@@ -313,12 +315,12 @@ func goroutinesIn(names ...string) bool {
 	return false
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(limit); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("gave up waiting %v for %s", limit, what)
+	harness.Eventually(t, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -207,7 +207,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(harness.Patience):
 		t.Fatalf("cctrace run did not end after SIGTERM\n%s", stderr.String())
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 7 {
@@ -276,7 +276,7 @@ func TestServeShutdownLetsStreamsFinish(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cctrace exited with %v\n%s", err, out.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(harness.Patience):
 		t.Fatalf("cctrace did not exit\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "turn 1") || !strings.Contains(out.String(), "end_turn") {

@@ -80,7 +80,7 @@ func (s *served) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("cctrace exited with %v\n%s", err, s.out.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(harness.Patience):
 		_ = s.cmd.Process.Kill()
 		<-done
 		t.Errorf("cctrace did not exit after SIGTERM\n%s", s.out.String())

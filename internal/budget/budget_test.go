@@ -15,6 +15,7 @@ import (
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/identity"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 func TestParse(t *testing.T) {
@@ -301,7 +302,7 @@ func TestRunSeedingDropsStaleSeeds(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(harness.Patience); !ok(); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal(what)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // spanLog is a Sink that keeps a copy of every ended span, safe to read while the pipeline runs.
@@ -214,7 +215,7 @@ func sameAnswer(t *testing.T, direct, proxied exchangeResult) {
 // chatSpan waits for the n-th ended chat span (1-based) and returns it.
 func (s *stack) chatSpan(t *testing.T, n int) instrument.Span {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(harness.Patience)
 	for {
 		if chats := s.spans.find(instrument.KindChat); len(chats) >= n {
 			return chats[n-1]
@@ -229,7 +230,7 @@ func (s *stack) chatSpan(t *testing.T, n int) instrument.Span {
 // turnSpan waits for the first ended turn span.
 func (s *stack) turnSpan(t *testing.T) instrument.Span {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(harness.Patience)
 	for {
 		if turns := s.spans.find(instrument.KindTurn); len(turns) > 0 {
 			return turns[0]
@@ -480,7 +481,7 @@ func TestClientFaults(t *testing.T) {
 			if err == nil {
 				t.Error("the upstream read a whole body though the client sent a part")
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(harness.Patience):
 			t.Fatal("the upstream request was not ended")
 		}
 		s.stillServes(t)

@@ -26,6 +26,7 @@ import (
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/internal/replay"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 	"github.com/cctrace/cctrace/metrics"
 )
 
@@ -52,7 +53,7 @@ func (s *spans) SessionsActive(int) {}
 // waitChat waits until the chat span of the proxy's exchange id has ended.
 func (s *spans) waitChat(t *testing.T, id uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(harness.Patience)
 	for {
 		s.mu.Lock()
 		for _, sp := range s.ended {
@@ -63,7 +64,7 @@ func (s *spans) waitChat(t *testing.T, id uint64) {
 		}
 		s.mu.Unlock()
 		if time.Now().After(deadline) {
-			t.Fatalf("exchange %d not reported within 10s", id)
+			t.Fatalf("exchange %d not reported within %v", id, harness.Patience)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/replay"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 	"github.com/cctrace/cctrace/tracing"
 )
 
@@ -122,7 +123,7 @@ func (c *soakCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 // waitFor waits until the collector has received n spans.
 func (c *soakCollector) waitFor(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(harness.Patience); ; time.Sleep(5 * time.Millisecond) {
 		c.mu.Lock()
 		got := c.spans
 		c.mu.Unlock()

@@ -217,7 +217,7 @@ func TestCopyBudget(t *testing.T) {
 		}
 		// The first refusal is logged at once; the nine held back once the interval is over,
 		// though no copy is refused after them.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(testharness.Patience)
 		for strings.Count(logs.String(), "copy budget full") < 2 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
