@@ -237,7 +237,7 @@ func TestReplicasBehindNginx(t *testing.T) {
 
 	// The kill: once the slow tool runs, the slow answer streams, and the replica has counted
 	// everything else it forwarded, read its counters and SIGKILL it.
-	killedAt, killedCounts, killErr := killWhenReady(t, replicas[victim], up, api, jaeger, slowTool.id, slowStream.id)
+	killedAt, killedCounts, killErr := killWhenReady(t, replicas[victim], up, api, jaeger, sessions, slowTool.id, slowStream.id)
 	wg.Wait()
 	if killErr != nil {
 		t.Fatalf("killing replica %d: %v", victim, killErr)
@@ -624,11 +624,11 @@ func (r *replica) counts() (counts, error) {
 	return c, nil
 }
 
-// killWhenReady waits until the slow tool of session toolSession runs, the slow answer of
-// session streamSession is streaming, the replica has counted every Messages API request it
-// forwarded that ended, and Jaeger holds every turn it ended; then it reads the replica's
-// counters and SIGKILLs it.
-func killWhenReady(t *testing.T, r *replica, up *taggedUpstream, api *fakeapi.Server, jaeger *harness.Jaeger, toolSession, streamSession string) (time.Time, counts, error) {
+// killWhenReady waits until every session has reached the upstream, the slow tool of session
+// toolSession runs, the slow answer of session streamSession is streaming, the replica has
+// counted every Messages API request it forwarded that ended, and Jaeger holds every turn it
+// ended; then it reads the replica's counters and SIGKILLs it.
+func killWhenReady(t *testing.T, r *replica, up *taggedUpstream, api *fakeapi.Server, jaeger *harness.Jaeger, sessions []*replicaSession, toolSession, streamSession string) (time.Time, counts, error) {
 	deadline := time.Now().Add(harness.Patience)
 	for {
 		if time.Now().After(deadline) {
@@ -642,7 +642,9 @@ func killWhenReady(t *testing.T, r *replica, up *taggedUpstream, api *fakeapi.Se
 		exchanges := up.joined(api.Served())
 		var toolSince time.Time
 		toolDone, streaming, ended := false, false, 0
+		reached := map[string]bool{}
 		for _, ex := range exchanges {
+			reached[ex.session] = true
 			switch {
 			case ex.session == toolSession && ex.served.Rule == "slow_tool" && !ex.end.IsZero():
 				toolSince = ex.end
@@ -658,7 +660,11 @@ func killWhenReady(t *testing.T, r *replica, up *taggedUpstream, api *fakeapi.Se
 		if toolDone {
 			return time.Time{}, counts{}, errors.New("the slow tool finished before the kill")
 		}
-		if toolSince.IsZero() || !streaming {
+		all := true
+		for _, s := range sessions {
+			all = all && reached[s.id]
+		}
+		if toolSince.IsZero() || !streaming || !all {
 			continue
 		}
 		c, err := r.counts()
