@@ -18,34 +18,21 @@ func HashText(s string) uint64 {
 	return h
 }
 
-// The entry points below are implemented in headers.go, body.go, response.go, provider.go and
-// eventstream.go:
+// The entry points below are implemented in headers.go, body.go, bodycache.go, response.go and
+// provider.go:
 //
 //	// ParseHeaders reads the Claude Code headers cctrace uses; credentials are never read.
 //	func ParseHeaders(h http.Header) Headers
-//	// ClassifyPath maps a method and URL path to an Endpoint.
-//	func ClassifyPath(method, path string) Endpoint
-//	// ClassifyRoute also classifies Vertex AI's and Bedrock's paths, and names the model and
-//	// streaming they carry (provider.go).
+//	// ClassifyRoute maps a method and URL path to an Endpoint, the Anthropic API's and the
+//	// Vertex AI and Bedrock paths, with the model and streaming those carry.
 //	func ClassifyRoute(method, path string) Route
 //	// ParseBody decodes a Messages API (or count_tokens) request body. contentEncoding is the
 //	// request's Content-Encoding ("" for identity); gzip, deflate, br and zstd are decoded.
 //	func ParseBody(body []byte, contentEncoding string) (*Body, error)
-//
-//	// StreamDecoder decodes an SSE response incrementally, chunk by chunk as forwarded.
-//	type StreamDecoder struct{ … }
-//	func NewStreamDecoder() *StreamDecoder
-//	// NewEventStreamDecoder decodes Bedrock's AWS event-stream frames the same way
-//	// (eventstream.go).
-//	func NewEventStreamDecoder() *StreamDecoder
-//	// Write feeds the next chunk, received at now. It never fails; bad events are skipped and
-//	// remembered for Finish.
-//	func (d *StreamDecoder) Write(p []byte, now time.Time)
-//	// Finish fills resp.Message, FirstChunk, ErrorType, ErrorMessage, Incomplete and
-//	// ParseError from what was seen.
-//	func (d *StreamDecoder) Finish(resp *Response)
-//
-//	// DecodeResponse decodes a complete non-streamed (or content-encoded) response body, per
-//	// resp.ContentType, resp.ContentEncoding and the endpoint: a JSON message, a count_tokens
-//	// answer, a JSON error, or an event stream decoded at once (all events at resp.End).
+//	// BodyCache.DecodeRequest decodes a request's body as ParseBody does, from where it stops
+//	// repeating the previous body of its conversation.
+//	func (c *BodyCache) DecodeRequest(req *Request, body []byte) error
+//	// DecodeResponse decodes a response body as forwarded: a JSON message, a count_tokens
+//	// answer, a JSON error, or an event stream (SSE, or Bedrock's AWS event stream), whose
+//	// events it times by resp.Chunks.
 //	func DecodeResponse(resp *Response, endpoint Endpoint, body []byte)

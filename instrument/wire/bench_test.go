@@ -206,7 +206,7 @@ func benchStreamDecoder(b *testing.B, chunks [][]byte) {
 	b.SetBytes(int64(total))
 	b.ReportAllocs()
 	for b.Loop() {
-		d := NewStreamDecoder()
+		d := newStreamDecoder()
 		for _, c := range chunks {
 			d.Write(c, now)
 		}

@@ -43,18 +43,18 @@ type awsFrames struct {
 	event   []byte // a chunk's decoded Anthropic event
 }
 
-// NewEventStreamDecoder returns a decoder for one Bedrock response body in AWS event-stream
-// framing (application/vnd.amazon.eventstream). It is fed and finished as NewStreamDecoder's
+// newEventStreamDecoder returns a decoder for one Bedrock response body in AWS event-stream
+// framing (application/vnd.amazon.eventstream). It is fed and finished as newStreamDecoder's
 // is, and decodes the Anthropic events inside the frames the same way; frames may be split
 // across chunks at any byte.
-func NewEventStreamDecoder() *StreamDecoder {
-	d := NewStreamDecoder()
+func newEventStreamDecoder() *streamDecoder {
+	d := newStreamDecoder()
 	d.frames = &awsFrames{dec: eventstream.NewDecoder()}
 	return d
 }
 
 // writeFrames decodes every whole frame in what has arrived and keeps the start of the next.
-func (d *StreamDecoder) writeFrames(p []byte, now time.Time) {
+func (d *streamDecoder) writeFrames(p []byte, now time.Time) {
 	f := d.frames
 	if f.broken {
 		return
@@ -113,7 +113,7 @@ func (d *StreamDecoder) writeFrames(p []byte, now time.Time) {
 
 // handleFrame applies one event-stream message: a chunk carries an Anthropic stream event, an
 // exception or error ends the stream with an error.
-func (d *StreamDecoder) handleFrame(msg eventstream.Message, now time.Time) {
+func (d *streamDecoder) handleFrame(msg eventstream.Message, now time.Time) {
 	switch headerString(msg.Headers, ":message-type") {
 	case "event":
 		if headerString(msg.Headers, ":event-type") != "chunk" {
@@ -144,7 +144,7 @@ func (d *StreamDecoder) handleFrame(msg eventstream.Message, now time.Time) {
 
 // chunkEvent decodes a chunk's payload, {"bytes": "<base64>"}, into the Anthropic event it
 // carries.
-func (d *StreamDecoder) chunkEvent(payload []byte) ([]byte, error) {
+func (d *streamDecoder) chunkEvent(payload []byte) ([]byte, error) {
 	f := d.frames
 	var raw []byte
 	r := &d.t

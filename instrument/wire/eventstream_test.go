@@ -71,7 +71,7 @@ func TestEventStreamDecoderSplitAnywhere(t *testing.T) {
 	sse := recordedStream(t)
 	now := time.Unix(1700000000, 0)
 	var want Response
-	sd := NewStreamDecoder()
+	sd := newStreamDecoder()
 	sd.Write([]byte(sse), now)
 	sd.Finish(&want)
 	if want.Message == nil || len(want.Message.ToolUses) == 0 || want.Incomplete {
@@ -83,7 +83,7 @@ func TestEventStreamDecoderSplitAnywhere(t *testing.T) {
 		stream = append(stream, chunkFrame(t, data)...)
 	}
 	for split := 0; split <= len(stream); split++ {
-		d := NewEventStreamDecoder()
+		d := newEventStreamDecoder()
 		d.Write(stream[:split], now)
 		d.Write(stream[split:], now)
 		var got Response
@@ -93,7 +93,7 @@ func TestEventStreamDecoderSplitAnywhere(t *testing.T) {
 		}
 	}
 	// One byte at a time, too.
-	d := NewEventStreamDecoder()
+	d := newEventStreamDecoder()
 	for i := range stream {
 		d.Write(stream[i:i+1], now)
 	}
@@ -161,7 +161,7 @@ func TestEventStreamDecoderExceptionsAndDamage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := NewEventStreamDecoder()
+			d := newEventStreamDecoder()
 			d.Write(tt.stream, now)
 			var got Response
 			d.Finish(&got)
@@ -234,7 +234,7 @@ data: {"type":"message_stop"}
 	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 0, 1, 2, 3, 4}, 5)
 	now := time.Unix(1700000000, 0)
 	f.Fuzz(func(t *testing.T, b []byte, split int) {
-		whole := NewEventStreamDecoder()
+		whole := newEventStreamDecoder()
 		whole.Write(b, now)
 		var want Response
 		whole.Finish(&want)
@@ -242,7 +242,7 @@ data: {"type":"message_stop"}
 			return
 		}
 		split = min(max(split, 0), len(b))
-		parts := NewEventStreamDecoder()
+		parts := newEventStreamDecoder()
 		parts.Write(b[:split], now)
 		parts.Write(b[split:], now)
 		var got Response
@@ -259,7 +259,7 @@ func TestEventStreamDecoderDropsLargeEventBuffer(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	text := strings.Repeat("x", 4*maxScratchBuf)
 	event := []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}`)
-	d := NewEventStreamDecoder()
+	d := newEventStreamDecoder()
 	d.Write(chunkFrame(t, []byte(`{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":1}}}`)), now)
 	d.Write(chunkFrame(t, []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)), now)
 	d.Write(chunkFrame(t, event), now)

@@ -52,24 +52,3 @@ func headerValues(h http.Header, name string) []string {
 	}
 	return nil
 }
-
-// ClassifyPath maps a method and URL path to an Endpoint. A trailing slash, a query and a path
-// prefix before /v1 (a base URL with a path, e.g. a gateway's /anthropic/v1/messages) are
-// tolerated.
-func ClassifyPath(method, path string) Endpoint {
-	if method != http.MethodPost {
-		return EndpointOther
-	}
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
-	path = strings.TrimRight(path, "/")
-	switch {
-	case strings.HasSuffix(path, "/v1/messages"):
-		return EndpointMessages
-	case strings.HasSuffix(path, "/v1/messages/count_tokens"):
-		return EndpointCountTokens
-	default:
-		return EndpointOther
-	}
-}

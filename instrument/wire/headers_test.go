@@ -71,7 +71,9 @@ func TestParseHeaders(t *testing.T) {
 	}
 }
 
-func TestClassifyPath(t *testing.T) {
+// TestClassifyRouteAnthropicPaths checks the Anthropic API's paths, with the forms a gateway or
+// a client may give them.
+func TestClassifyRouteAnthropicPaths(t *testing.T) {
 	tests := []struct {
 		method, path string
 		want         Endpoint
@@ -91,8 +93,8 @@ func TestClassifyPath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			if got := ClassifyPath(tt.method, tt.path); got != tt.want {
-				t.Errorf("ClassifyPath = %v, want %v", got, tt.want)
+			if got := ClassifyRoute(tt.method, tt.path).Endpoint; got != tt.want {
+				t.Errorf("ClassifyRoute(…).Endpoint = %v, want %v", got, tt.want)
 			}
 		})
 	}

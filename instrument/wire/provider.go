@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -74,10 +75,13 @@ type Route struct {
 	Stream bool
 }
 
-// ClassifyRoute maps a method and URL path (without the query) to a Route: the Anthropic API's
-// paths as ClassifyPath does, and the cloud paths Claude Code sends in its Vertex AI and Bedrock
-// modes. A path prefix before them is tolerated, as a gateway's base URL may add one.
+// ClassifyRoute maps a method and URL path to a Route: the Anthropic API's paths (a trailing
+// slash, a query and a path prefix before /v1, such as a gateway's /anthropic/v1/messages, are
+// tolerated), and the cloud paths Claude Code sends in its Vertex AI and Bedrock modes, after any
+// prefix a gateway's base URL adds.
 //
+//	POST …/v1/messages                                            Anthropic API
+//	POST …/v1/messages/count_tokens                               Anthropic API count tokens
 //	POST …/publishers/anthropic/models/{model}:streamRawPredict   Vertex AI, streamed
 //	POST …/publishers/anthropic/models/{model}:rawPredict         Vertex AI
 //	POST …/publishers/anthropic/models/count-tokens:rawPredict    Vertex AI count tokens
@@ -88,13 +92,17 @@ type Route struct {
 // which the client escapes and the URL's Path holds unescaped: the model is everything between
 // /model/ and the action.
 func ClassifyRoute(method, path string) Route {
-	if e := ClassifyPath(method, path); e != EndpointOther || method != "POST" {
-		return Route{Endpoint: e}
+	if method != http.MethodPost {
+		return Route{}
 	}
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
+	path, _, _ = strings.Cut(path, "?")
 	path = strings.TrimRight(path, "/")
+	switch {
+	case strings.HasSuffix(path, "/v1/messages"):
+		return Route{Endpoint: EndpointMessages}
+	case strings.HasSuffix(path, "/v1/messages/count_tokens"):
+		return Route{Endpoint: EndpointCountTokens}
+	}
 	if model, action, ok := vertexModel(path); ok {
 		switch {
 		case model == "count-tokens" && action == "rawPredict":

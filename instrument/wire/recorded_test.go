@@ -216,7 +216,7 @@ func TestParseBodyRecordedAgainstEncodingJSON(t *testing.T) {
 }
 
 // refStream decodes a recorded event stream with encoding/json, one data line per event as the
-// fake API sends them, into what a StreamDecoder reports of it; a tool call whose block stopped
+// fake API sends them, into what a streamDecoder reports of it; a tool call whose block stopped
 // ends at stopped.
 func refStream(t *testing.T, stream string, stopped time.Time) *MessageInfo {
 	t.Helper()
@@ -334,7 +334,7 @@ func refStream(t *testing.T, stream string, stopped time.Time) *MessageInfo {
 }
 
 // TestDecodeResponseRecordedAgainstEncodingJSON decodes every recorded Claude Code event
-// stream and checks what the StreamDecoder reports against an independent decoding of its
+// stream and checks what the streamDecoder reports against an independent decoding of its
 // events with encoding/json.
 func TestDecodeResponseRecordedAgainstEncodingJSON(t *testing.T) {
 	paths, err := filepath.Glob("../../testdata/claude-code/*/[0-9][0-9][0-9].json")
@@ -369,7 +369,7 @@ func TestDecodeResponseRecordedAgainstEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(resp.Message, want) {
 			gj, _ := json.MarshalIndent(resp.Message, "", " ")
 			wj, _ := json.MarshalIndent(want, "", " ")
-			t.Errorf("%s: StreamDecoder differs from encoding/json\nStreamDecoder: %s\nencoding/json: %s", p, gj, wj)
+			t.Errorf("%s: streamDecoder differs from encoding/json\nStreamDecoder: %s\nencoding/json: %s", p, gj, wj)
 		}
 		for _, tu := range resp.Message.ToolUses {
 			if tu.Agent != nil {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds that keep a StreamDecoder's memory fixed whatever the upstream sends.
+// Bounds that keep a streamDecoder's memory fixed whatever the upstream sends.
 const (
 	// maxSSELine bounds one SSE line, and the data of one event; longer ones are skipped.
 	// Real events are far smaller: deltas are tens of bytes, message_start a few KB.
@@ -27,10 +27,10 @@ const (
 // Claude Code versions.
 func isAgentTool(name string) bool { return name == "Agent" || name == "Task" }
 
-// StreamDecoder decodes an SSE response incrementally, chunk by chunk as forwarded. Lines may be
+// streamDecoder decodes an SSE response incrementally, chunk by chunk as forwarded. Lines may be
 // split across chunks at any byte; \n, \r\n and \r all end lines. Its memory is bounded
-// regardless of input. The zero value is ready to use, as is NewStreamDecoder's result.
-type StreamDecoder struct {
+// regardless of input. The zero value is ready to use, as is newStreamDecoder's result.
+type streamDecoder struct {
 	// SSE framing.
 	line     []byte // the start of a line split across chunks
 	overlong bool   // the current line exceeded maxSSELine and is being skipped
@@ -53,7 +53,7 @@ type StreamDecoder struct {
 
 	buffered bool // tests: decode every event line by line through event and data (no eventInPlace)
 
-	// frames is set for a Bedrock event stream (NewEventStreamDecoder): its events come in AWS
+	// frames is set for a Bedrock event stream (newEventStreamDecoder): its events come in AWS
 	// event-stream frames instead of SSE lines.
 	frames *awsFrames
 
@@ -71,14 +71,14 @@ type openBlock struct {
 	truncated  bool   // input exceeded what is kept
 }
 
-// NewStreamDecoder returns a decoder for one SSE response body.
-func NewStreamDecoder() *StreamDecoder {
-	return &StreamDecoder{open: make(map[int]*openBlock, 2)}
+// newStreamDecoder returns a decoder for one SSE response body.
+func newStreamDecoder() *streamDecoder {
+	return &streamDecoder{open: make(map[int]*openBlock, 2)}
 }
 
 // Write feeds the next chunk, received at now. It never fails; bad events are skipped and
 // remembered for Finish.
-func (d *StreamDecoder) Write(p []byte, now time.Time) {
+func (d *streamDecoder) Write(p []byte, now time.Time) {
 	if d.frames != nil {
 		d.writeFrames(p, now)
 	} else {
@@ -88,7 +88,7 @@ func (d *StreamDecoder) Write(p []byte, now time.Time) {
 	d.t.release()
 }
 
-func (d *StreamDecoder) write(p []byte, now time.Time) {
+func (d *streamDecoder) write(p []byte, now time.Time) {
 	if d.skipLF && len(p) > 0 {
 		d.skipLF = false
 		if p[0] == '\n' {
@@ -138,7 +138,7 @@ func (d *StreamDecoder) write(p []byte, now time.Time) {
 }
 
 // betweenEvents reports whether the next byte starts a line and no event is pending.
-func (d *StreamDecoder) betweenEvents() bool {
+func (d *streamDecoder) betweenEvents() bool {
 	return len(d.line) == 0 && !d.overlong && len(d.event) == 0 && !d.hasData && !d.dataOver
 }
 
@@ -152,7 +152,7 @@ const maxInPlaceName = 64
 // and returns the event's length. It returns 0, having changed nothing, for anything else (an
 // event cut by the chunk's end, several data lines, comments, other fields), which Write then
 // takes line by line; both ways hand handleEvent the same name and data.
-func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
+func (d *streamDecoder) eventInPlace(p []byte, now time.Time) int {
 	var name []byte
 	i := 0
 	if bytes.HasPrefix(p, []byte("event:")) {
@@ -187,7 +187,7 @@ func (d *StreamDecoder) eventInPlace(p []byte, now time.Time) int {
 
 // eventEnd returns where the event whose data line ends at p[i] ends, past the blank line
 // that must follow; 0 when p does not hold them both.
-func (d *StreamDecoder) eventEnd(p []byte, i int) int {
+func (d *streamDecoder) eventEnd(p []byte, i int) int {
 	i = lineEnd(p, i)
 	if i < 0 || i == len(p) {
 		return 0
@@ -243,7 +243,7 @@ func lineEnd(p []byte, i int) int {
 }
 
 // appendLine keeps the start of a line that continues in the next chunk.
-func (d *StreamDecoder) appendLine(p []byte) {
+func (d *streamDecoder) appendLine(p []byte) {
 	if d.overlong {
 		return
 	}
@@ -266,7 +266,7 @@ func appendBounded(dst, p []byte, limit int) []byte {
 	return append(dst, p...)
 }
 
-func (d *StreamDecoder) skip(why string) {
+func (d *streamDecoder) skip(why string) {
 	if d.skipped == 0 {
 		d.firstSkip = why
 	}
@@ -274,7 +274,7 @@ func (d *StreamDecoder) skip(why string) {
 }
 
 // processLine interprets one complete SSE line (without its terminator).
-func (d *StreamDecoder) processLine(line []byte, now time.Time) {
+func (d *streamDecoder) processLine(line []byte, now time.Time) {
 	if len(line) == 0 {
 		d.dispatch(now)
 		return
@@ -309,7 +309,7 @@ func (d *StreamDecoder) processLine(line []byte, now time.Time) {
 }
 
 // dispatch handles the pending event at the blank line that ends it.
-func (d *StreamDecoder) dispatch(now time.Time) {
+func (d *streamDecoder) dispatch(now time.Time) {
 	defer func() {
 		d.event = d.event[:0]
 		d.data = d.data[:0]
@@ -381,7 +381,7 @@ func blockDeltaMembers(r *tokens) blockDeltaFields {
 
 // handleEvent decodes the data of one event, named name (empty without an event line), and
 // applies it.
-func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
+func (d *streamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	if d.passesOver(name) {
 		return nil
 	}
@@ -451,11 +451,11 @@ func (d *StreamDecoder) handleEvent(name, data []byte, now time.Time) error {
 // need not be decoded: a content_block_delta once the first delta's time is known, the text
 // preview is full and no tool call is open. Such deltas (text beyond the preview, thinking) are
 // nearly all of a long answer's events. The Messages API names each event by its type.
-func (d *StreamDecoder) passesOver(name []byte) bool {
+func (d *streamDecoder) passesOver(name []byte) bool {
 	return string(name) == "content_block_delta" && !d.firstChunk.IsZero() && d.msg.textFull() && d.openTools == 0
 }
 
-func (d *StreamDecoder) blockStart(index int, raw []byte) {
+func (d *streamDecoder) blockStart(index int, raw []byte) {
 	blk := d.msg.block(&d.t, raw)
 	if len(d.open) >= maxOpenBlocks {
 		d.skip("too many open content blocks")
@@ -478,7 +478,7 @@ func (d *StreamDecoder) blockStart(index int, raw []byte) {
 }
 
 // closeBlock forgets the open block at index, if any, and returns it.
-func (d *StreamDecoder) closeBlock(index int) *openBlock {
+func (d *streamDecoder) closeBlock(index int) *openBlock {
 	ob := d.open[index]
 	if ob == nil {
 		return nil
@@ -491,7 +491,7 @@ func (d *StreamDecoder) closeBlock(index int) *openBlock {
 }
 
 // handleBlockDelta handles a content_block_delta event.
-func (d *StreamDecoder) handleBlockDelta(index int, f blockDeltaFields, now time.Time) {
+func (d *streamDecoder) handleBlockDelta(index int, f blockDeltaFields, now time.Time) {
 	if d.firstChunk.IsZero() {
 		d.firstChunk = now
 	}
@@ -521,7 +521,7 @@ func (d *StreamDecoder) handleBlockDelta(index int, f blockDeltaFields, now time
 	}
 }
 
-func (d *StreamDecoder) blockStop(index int, now time.Time) {
+func (d *streamDecoder) blockStop(index int, now time.Time) {
 	ob := d.closeBlock(index)
 	if ob == nil || ob.tool < 0 {
 		return
@@ -531,7 +531,7 @@ func (d *StreamDecoder) blockStop(index int, now time.Time) {
 
 // finishTool completes a tool call from its accumulated input. end is zero for a call whose
 // content_block_stop never came.
-func (d *StreamDecoder) finishTool(ob *openBlock, end time.Time) {
+func (d *streamDecoder) finishTool(ob *openBlock, end time.Time) {
 	tu := &d.msg.tools[ob.tool]
 	tu.End = end
 	input := ob.input
@@ -547,7 +547,7 @@ func (d *StreamDecoder) finishTool(ob *openBlock, end time.Time) {
 
 // Finish fills resp.Message, FirstChunk, ErrorType, ErrorMessage, Incomplete and ParseError from
 // what was seen. Content blocks still open (the stream was cut) keep a zero End.
-func (d *StreamDecoder) Finish(resp *Response) {
+func (d *streamDecoder) Finish(resp *Response) {
 	for index, ob := range d.open {
 		if ob.tool >= 0 {
 			d.finishTool(ob, time.Time{})
@@ -800,9 +800,9 @@ func DecodeResponse(resp *Response, endpoint Endpoint, body []byte) {
 	}
 	if IsEventStream(resp.ContentType) {
 		resp.Streamed = true
-		d := NewStreamDecoder()
+		d := newStreamDecoder()
 		if IsAWSEventStream(resp.ContentType) {
-			d = NewEventStreamDecoder()
+			d = newEventStreamDecoder()
 		}
 		from := 0
 		if !encoded(resp.ContentEncoding) { // the chunks are b's

@@ -13,9 +13,9 @@ import (
 
 var t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
 
-// decodeStream feeds chunks to a new StreamDecoder, the i-th at t0+i ms, and returns the result.
+// decodeStream feeds chunks to a new streamDecoder, the i-th at t0+i ms, and returns the result.
 func decodeStream(chunks ...[]byte) Response {
-	d := NewStreamDecoder()
+	d := newStreamDecoder()
 	for i, c := range chunks {
 		d.Write(c, t0.Add(time.Duration(i)*time.Millisecond))
 	}
@@ -105,7 +105,7 @@ func TestStreamDecoderFixtures(t *testing.T) {
 		})
 		t.Run(name+"/every split", func(t *testing.T) {
 			for k := 0; k <= len(raw); k++ {
-				d := NewStreamDecoder()
+				d := newStreamDecoder()
 				d.Write(raw[:k], t0)
 				d.Write(raw[k:], t0)
 				var got Response
@@ -116,14 +116,14 @@ func TestStreamDecoderFixtures(t *testing.T) {
 			}
 		})
 		t.Run(name+"/zero value decoder", func(t *testing.T) {
-			var d StreamDecoder
+			var d streamDecoder
 			d.Write(raw, t0)
 			var got Response
 			d.Finish(&got)
 			diffResponse(t, got, want)
 		})
 		t.Run(name+"/byte at a time", func(t *testing.T) {
-			d := NewStreamDecoder()
+			d := newStreamDecoder()
 			for i := range raw {
 				d.Write(raw[i:i+1], t0)
 			}
@@ -364,7 +364,7 @@ func TestStreamDecoderInPlace(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			raw := []byte(tt.raw)
-			lineByLine := &StreamDecoder{buffered: true}
+			lineByLine := &streamDecoder{buffered: true}
 			lineByLine.Write(raw, t0)
 			var want Response
 			lineByLine.Finish(&want)
@@ -372,7 +372,7 @@ func TestStreamDecoderInPlace(t *testing.T) {
 				t.Fatalf("line by line: %+v", want)
 			}
 
-			d := NewStreamDecoder()
+			d := newStreamDecoder()
 			d.Write(raw, t0)
 			if inPlace := d.data == nil && d.event == nil; inPlace != tt.inPlace {
 				t.Errorf("all events read in place: %v, want %v", inPlace, tt.inPlace)
@@ -383,7 +383,7 @@ func TestStreamDecoderInPlace(t *testing.T) {
 
 			// One event per chunk, as the proxy forwards them, except that a CRLF ending an
 			// event is split: its CR ends a chunk, its LF starts the next.
-			d = NewStreamDecoder()
+			d = newStreamDecoder()
 			for rest := raw; len(rest) > 0; {
 				n := len(rest)
 				for _, blank := range []string{"\n\n", "\r\r", "\r\n\r\n"} {
@@ -408,7 +408,7 @@ func TestStreamDecoderInPlace(t *testing.T) {
 }
 
 func TestStreamDecoderBoundsMemory(t *testing.T) {
-	d := NewStreamDecoder()
+	d := newStreamDecoder()
 	d.Write([]byte("data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\ndata: \""), t0)
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
 	for range (maxSSELine / len(chunk)) + 8 {
@@ -425,7 +425,7 @@ func TestStreamDecoderBoundsMemory(t *testing.T) {
 	}
 
 	// Many data lines, each short, adding up to more than the limit.
-	d = NewStreamDecoder()
+	d = newStreamDecoder()
 	line := []byte("data: " + strings.Repeat("y", 1<<20) + "\n")
 	for range 6 {
 		d.Write(line, t0)
@@ -609,7 +609,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, seed uint16) {
 		whole := decodeStream(raw)
 		// Chunk sizes derived from seed: any chunking must decode the same way.
-		d := NewStreamDecoder()
+		d := newStreamDecoder()
 		step := int(seed%61) + 1
 		for p := raw; len(p) > 0; {
 			n := min(step, len(p))
@@ -626,11 +626,11 @@ func FuzzStreamDecoder(f *testing.F) {
 		// decoder is told to (buffered) or an event never lies whole in a chunk (byte at a time).
 		for _, alt := range []struct {
 			what     string
-			d        *StreamDecoder
+			d        *streamDecoder
 			bytewise bool
 		}{
-			{"reading events in place (against line by line)", &StreamDecoder{buffered: true}, false},
-			{"feeding a byte at a time", NewStreamDecoder(), true},
+			{"reading events in place (against line by line)", &streamDecoder{buffered: true}, false},
+			{"feeding a byte at a time", newStreamDecoder(), true},
 		} {
 			if alt.bytewise {
 				for i := range raw {
