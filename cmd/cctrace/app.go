@@ -126,7 +126,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		a.closeTracing()
 		return nil, fmt.Errorf("creating proxy: %w", err)
 	}
-	a.pipe = pipe
+	a.pipe, a.teams.pipe = pipe, pipe
 
 	var tlsConfig *tls.Config
 	if o.tlsCert != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/cctrace/cctrace/internal/budget"
 	"github.com/cctrace/cctrace/internal/configfile"
 	"github.com/cctrace/cctrace/internal/identity"
+	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/proxy"
 	"github.com/cctrace/cctrace/metrics"
 	"github.com/cctrace/cctrace/summary"
@@ -37,6 +38,7 @@ type teams struct {
 	access       *configfile.Watched[*access.File]        // nil without --access-file
 	ledger       *budget.Ledger
 	enforcer     *budget.Enforcer        // nil unless --enforce-budgets
+	pipe         *pipeline.Pipeline      // decodes what the enforcer holds; set once built
 	spendSource  *budget.PrometheusSpend // nil without --budget-spend-prometheus
 	metricsToken []byte                  // sha256 of --metrics-token-file's token; nil: none
 	// notes are logged once cctrace listens (logStart): a failure to start says so first.
@@ -88,7 +90,7 @@ func newTeams(o teamOptions, m *metrics.Metrics, log *slog.Logger) (*teams, erro
 	}
 	t.resolver = identity.NewResolver(order, t.currentDirectory)
 	if o.enforceBudgets {
-		t.enforcer = budget.NewEnforcer(t.currentBudgets, t.ledger, t.resolver.ResolveFast, m.BudgetRefused)
+		t.enforcer = budget.NewEnforcer(t.currentBudgets, t.ledger, t.resolver.ResolveFast, t.decode, m.BudgetRefused)
 		t.notes = append(t.notes, func() {
 			log.Warn("budgets are enforced: a person whose budget (or whose team's) is spent gets an error instead of a new turn",
 				"budgets", o.budgets)
@@ -182,8 +184,12 @@ func (t *teams) identify(h http.Header, clientCredentials bool) wire.Identity {
 	return id
 }
 
-// resolve attributes a decoded request to a person and team, before the tracker sees it.
+// resolve attributes a decoded request to a person and team, before the tracker sees it, unless
+// the budget gate did so from its headers already.
 func (t *teams) resolve(req *wire.Request) {
+	if req.Identity.User != "" {
+		return
+	}
 	account := ""
 	if req.Body != nil {
 		account = req.Body.AccountUUID
@@ -193,6 +199,11 @@ func (t *teams) resolve(req *wire.Request) {
 	if src := t.resolver.Resolve(&req.Identity, account); t.enforcer != nil && src != identity.SourceAccount {
 		t.enforcer.Learn(req.Identity)
 	}
+}
+
+// decode decodes a request the budget gate holds, in the pipeline (set once the stack is built).
+func (t *teams) decode(ctx context.Context, req *wire.Request, body []byte) error {
+	return t.pipe.Decode(ctx, req, body)
 }
 
 // spend is what people and teams spent, with their budgets, for the turns page and /api/turns.

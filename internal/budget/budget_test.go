@@ -169,7 +169,13 @@ func TestEnforcer(t *testing.T) {
 	}
 	resolver := identity.NewResolver([]identity.Source{identity.SourceHeader, identity.SourceCredential}, func() *identity.Directory { return dir })
 	var refusals []string
-	e := NewEnforcer(func() *Budgets { return b }, l, resolver.ResolveFast, func(scope, window string) { refusals = append(refusals, scope+"/"+window) })
+	// Decodes as the pipeline does, on the caller's goroutine.
+	decode := func(_ context.Context, req *wire.Request, body []byte) error {
+		var err error
+		req.Body, err = wire.ParseBody(body, req.ContentEncoding)
+		return err
+	}
+	e := NewEnforcer(func() *Budgets { return b }, l, resolver.ResolveFast, decode, func(scope, window string) { refusals = append(refusals, scope+"/"+window) })
 
 	const prompt = `{"model":"claude-sonnet-4-5","tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"do it"}]}`
 	const results = `{"model":"claude-sonnet-4-5","tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"do it"},` +
@@ -195,7 +201,7 @@ func TestEnforcer(t *testing.T) {
 			if got := e.Hold(tt.req); got != tt.hold {
 				t.Errorf("Hold = %v, want %v", got, tt.hold)
 			}
-			r := e.Refuse(tt.req, []byte(tt.body))
+			r := e.Refuse(context.Background(), tt.req, []byte(tt.body))
 			if (r != nil) != tt.refused {
 				t.Fatalf("Refuse = %+v, want refused %v", r, tt.refused)
 			}
@@ -214,7 +220,7 @@ func TestEnforcer(t *testing.T) {
 		t.Error("held an unknown credential")
 	}
 	e.Learn(wire.Identity{Credential: "key-1111111111111111", User: "alice", Team: "platform"})
-	if !e.Hold(byKey) || e.Refuse(byKey, []byte(prompt)) == nil {
+	if !e.Hold(byKey) || e.Refuse(context.Background(), byKey, []byte(prompt)) == nil {
 		t.Error("a learned credential of alice's was not refused")
 	}
 }

@@ -1,8 +1,10 @@
 package budget
 
 import (
+	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
@@ -20,6 +22,10 @@ const (
 // maxLearned bounds the identities an Enforcer remembers the person of.
 const maxLearned = 10000
 
+// heldDecodeWait bounds how long a held request waits for its body to be decoded; past it the
+// request is forwarded.
+const heldDecodeWait = 10 * time.Second
+
 // Enforcer is a proxy.Gate that refuses the new prompts of people whose budget, or whose team's,
 // is spent, and lets everything else through: the requests of turns already running, of
 // subagents, and of everyone else. Its methods are safe for concurrent use. The zero value is
@@ -28,6 +34,7 @@ type Enforcer struct {
 	budgets func() *Budgets
 	ledger  *Ledger
 	fast    func(*wire.Identity) bool
+	decode  func(context.Context, *wire.Request, []byte) error
 	refused func(scope, window string)
 
 	mu sync.RWMutex
@@ -45,14 +52,17 @@ var _ proxy.Gate = (*Enforcer)(nil)
 
 // NewEnforcer returns an Enforcer of the budgets budgets() returns (read at each decision, so a
 // reloaded file takes effect at once) against what ledger counted. fast settles who a request is
-// from with its headers alone, when it can (identity.Resolver.ResolveFast); refused, when not
-// nil, is told of every refusal.
-func NewEnforcer(budgets func() *Budgets, ledger *Ledger, fast func(*wire.Identity) bool, refused func(scope, window string)) *Enforcer {
-	return &Enforcer{budgets: budgets, ledger: ledger, fast: fast, refused: refused, learned: map[learnKey]person{}}
+// from with its headers alone, when it can (identity.Resolver.ResolveFast). decode decodes a held
+// request's body (req.Body) off the forwarding path and returns once it has, or with ctx's error
+// (pipeline.Pipeline.Decode). refused, when not nil, is told of every refusal.
+func NewEnforcer(budgets func() *Budgets, ledger *Ledger, fast func(*wire.Identity) bool,
+	decode func(context.Context, *wire.Request, []byte) error, refused func(scope, window string)) *Enforcer {
+	return &Enforcer{budgets: budgets, ledger: ledger, fast: fast, decode: decode, refused: refused, learned: map[learnKey]person{}}
 }
 
-// Learn remembers who a resolved request was from (its Identity with User and Team set), so that
-// later requests with the same header and credential are known on the forwarding path.
+// Learn remembers who a request the forwarding path could not place was from (its Identity with
+// User and Team set, as the pipeline resolved it), so that later requests with the same header
+// and credential are known there. It is how the pipeline tells the forwarding path who is who.
 func (e *Enforcer) Learn(id wire.Identity) {
 	if id.User == "" || (id.Header == "" && id.Credential == "") {
 		return
@@ -74,24 +84,24 @@ func (e *Enforcer) Learn(id wire.Identity) {
 	e.mu.Unlock()
 }
 
-// who returns the person and team a request is from, as far as the forwarding path can tell.
-func (e *Enforcer) who(id wire.Identity) (user, team string, ok bool) {
+// who returns the person and team a request is from, as far as the forwarding path can tell:
+// req.Identity's, settled there from the headers when they suffice (and then kept in it, so that
+// the pipeline does not resolve it again), else as learned from the pipeline.
+func (e *Enforcer) who(req *wire.Request) (user, team string, ok bool) {
+	id := &req.Identity
+	if id.User != "" || (e.fast != nil && e.fast(id)) {
+		return id.User, id.Team, true
+	}
 	e.mu.RLock()
 	w, ok := e.learned[learnKey{id.Header, id.Credential}]
 	e.mu.RUnlock()
-	if ok {
-		return w.user, w.team, true
-	}
-	if e.fast != nil && e.fast(&id) {
-		return id.User, id.Team, true
-	}
-	return "", "", false
+	return w.user, w.team, ok
 }
 
 // Hold implements proxy.Gate: it holds the requests of people whose budget (or their team's) is
 // spent. That is a map lookup and a sum over a few slots: it runs for every request.
 func (e *Enforcer) Hold(req *wire.Request) bool {
-	user, team, ok := e.who(req.Identity)
+	user, team, ok := e.who(req)
 	if !ok {
 		return false
 	}
@@ -101,9 +111,9 @@ func (e *Enforcer) Hold(req *wire.Request) bool {
 
 // Refuse implements proxy.Gate: a held request that opens a new turn (instrument.OpensTurn) is
 // answered with an error naming the budget; any other (tool results, a subagent, a retry of a
-// running turn, a title) is forwarded.
-func (e *Enforcer) Refuse(req *wire.Request, body []byte) *proxy.Refusal {
-	user, team, ok := e.who(req.Identity)
+// running turn, a title) is forwarded, as is one whose body could not be decoded in time.
+func (e *Enforcer) Refuse(ctx context.Context, req *wire.Request, body []byte) *proxy.Refusal {
+	user, team, ok := e.who(req)
 	if !ok {
 		return nil
 	}
@@ -111,13 +121,9 @@ func (e *Enforcer) Refuse(req *wire.Request, body []byte) *proxy.Refusal {
 	if !over {
 		return nil
 	}
-	decoded, err := wire.ParseBody(body, req.ContentEncoding)
-	if err != nil {
-		return nil
-	}
-	probe := *req
-	probe.Body = decoded
-	if !instrument.OpensTurn(&probe) {
+	ctx, cancel := context.WithTimeout(ctx, heldDecodeWait)
+	defer cancel()
+	if err := e.decode(ctx, req, body); err != nil || !instrument.OpensTurn(req) {
 		return nil
 	}
 	if e.refused != nil {

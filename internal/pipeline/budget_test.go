@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -95,5 +96,41 @@ func TestQueueFullWarning(t *testing.T) {
 	p.Run(ctx)
 	if w := warnings(); len(w) != 3 || !strings.Contains(w[2], "count=2") {
 		t.Fatalf("at shutdown: %q, want a last warning of 2", w)
+	}
+}
+
+// TestDecode checks the decoding a budget gate waits for: it is done ahead of what is queued,
+// fills the caller's request, leaves it alone when the caller stops waiting, and answers at once
+// once the pipeline has stopped.
+func TestDecode(t *testing.T) {
+	p := pipeline.New(instrument.New(instrument.Sinks{}))
+	const prompt = `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"do it"}]}`
+	// Something queued before it.
+	p.RequestRead(&wire.Request{ExchangeID: 1, Endpoint: wire.EndpointMessages}, []byte(prompt))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	left := &wire.Request{ExchangeID: 2, Endpoint: wire.EndpointMessages}
+	if err := p.Decode(ctx, left, []byte(prompt)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Decode with a canceled context = %v", err)
+	}
+
+	run, stop := context.WithCancel(context.Background())
+	go p.Run(run)
+	req := &wire.Request{ExchangeID: 3, Endpoint: wire.EndpointMessages}
+	if err := p.Decode(context.Background(), req, []byte(prompt)); err != nil || req.Body == nil || req.Body.Model != "claude-sonnet-4-5" {
+		t.Fatalf("Decode = %v, body %+v", err, req.Body)
+	}
+	bad := &wire.Request{ExchangeID: 4, Endpoint: wire.EndpointMessages}
+	if err := p.Decode(context.Background(), bad, []byte(`{"messages":`)); err != nil || bad.Body != nil || bad.ParseError == "" {
+		t.Fatalf("Decode of a cut body = %v, body %+v, parse error %q", err, bad.Body, bad.ParseError)
+	}
+	if left.Body != nil || left.ParseError != "" {
+		t.Errorf("a request whose caller stopped waiting was changed: %+v", left)
+	}
+	stop()
+	<-p.Done()
+	if err := p.Decode(context.Background(), &wire.Request{Endpoint: wire.EndpointMessages}, []byte(prompt)); err == nil {
+		t.Error("Decode answered nil after the pipeline stopped")
 	}
 }

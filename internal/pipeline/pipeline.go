@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -52,9 +53,42 @@ type Pipeline struct {
 }
 
 type event struct {
+	req    *wire.Request
+	resp   *wire.Response
+	body   []byte
+	decode *decoding
+}
+
+// decoding is a request to decode for a caller that waits (Decode): req is the caller's copy,
+// body the caller's, neither counted nor given back to the pool.
+type decoding struct {
 	req  *wire.Request
-	resp *wire.Response
 	body []byte
+	done chan struct{}
+}
+
+// errStopped is what Decode answers once the pipeline has stopped.
+var errStopped = errors.New("pipeline stopped")
+
+// Decode decodes the body of req into it (req.Body, or req.ParseError) as the pipeline decodes
+// every request, on the pipeline's goroutine and ahead of what is queued, and returns once it
+// has: for a decision that needs a request's body before it is forwarded (a budget gate), so
+// that the forwarding goroutine waits for the decoder rather than decode. body stays the
+// caller's, and is only read. Decode returns ctx's error if ctx ends first (req is then left as
+// it was), and an error once the pipeline has stopped.
+func (p *Pipeline) Decode(ctx context.Context, req *wire.Request, body []byte) error {
+	d := &decoding{req: new(wire.Request), body: body, done: make(chan struct{})}
+	*d.req = *req
+	p.push(event{decode: d})
+	select {
+	case <-d.done:
+		req.Body, req.ParseError = d.req.Body, d.req.ParseError
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.done:
+		return errStopped
+	}
 }
 
 // Option configures a Pipeline.
@@ -198,7 +232,17 @@ func (p *Pipeline) drain() {
 			p.spare = batch
 			return
 		}
+		for _, ev := range batch {
+			if d := ev.decode; d != nil {
+				_ = p.bodies.DecodeRequest(d.req, d.body)
+				close(d.done)
+			}
+		}
 		for i := range batch {
+			if batch[i].decode != nil {
+				batch[i] = event{}
+				continue
+			}
 			n := len(batch[i].body)
 			p.handle(batch[i])
 			// Nothing handle keeps refers to the body (wire copies the text it keeps; a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 
@@ -9,15 +10,19 @@ import (
 )
 
 // Gate may answer a request itself instead of forwarding it (a person over budget). Hold runs on
-// every Messages API request and must answer at once; only for requests it holds does the proxy
-// read the whole body before forwarding, and ask Refuse. Its methods are called concurrently.
+// every Messages API request and must answer at once, from what the headers tell; only for
+// requests it holds does the proxy read the whole body before forwarding, and ask Refuse, which
+// may wait for the body to be decoded off the forwarding path. Its methods are called
+// concurrently.
 type Gate interface {
 	// Hold reports whether req (headers and identity known, no body yet) needs its body looked
-	// at before it is forwarded.
+	// at before it is forwarded. It may settle the person req.Identity stands for (User, Team),
+	// which the Observer then receives.
 	Hold(req *wire.Request) bool
 	// Refuse decides on a held request from its body (as sent, still content-encoded as
-	// req.ContentEncoding says): nil to forward it unchanged, or the error to answer with.
-	Refuse(req *wire.Request, body []byte) *Refusal
+	// req.ContentEncoding says; to be read, not kept): nil to forward it unchanged, or the error
+	// to answer with. ctx ends when the client goes away.
+	Refuse(ctx context.Context, req *wire.Request, body []byte) *Refusal
 }
 
 // Refusal is the Anthropic-shaped error a Gate answers a request with. The zero value is not a
@@ -45,7 +50,7 @@ func (p *Proxy) gateRequest(w http.ResponseWriter, r *http.Request, x *exchange)
 	if err != nil || int64(len(body)) > p.cfg.parseLimit {
 		return false
 	}
-	refusal := p.cfg.gate.Refuse(x.req, body)
+	refusal := p.cfg.gate.Refuse(r.Context(), x.req, body)
 	if refusal == nil {
 		return false
 	}

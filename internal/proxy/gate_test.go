@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -21,7 +22,7 @@ func (g *testGate) Hold(req *wire.Request) bool {
 	return req.Identity.User == "over"
 }
 
-func (g *testGate) Refuse(req *wire.Request, body []byte) *Refusal {
+func (g *testGate) Refuse(_ context.Context, req *wire.Request, body []byte) *Refusal {
 	if !bytes.Contains(body, []byte("refuse")) {
 		return nil
 	}
