@@ -76,17 +76,18 @@ func TestLedgerWindows(t *testing.T) {
 		{ScopePerson, "carol", Monthly, 0},
 	}
 	for _, tt := range tests {
-		if got := l.Spent(tt.scope, tt.name, tt.window); got != tt.want {
+		if got := spent(l, tt.scope, tt.name, tt.window); got != tt.want {
 			t.Errorf("%s %s %s = %v, want %v", tt.scope, tt.name, tt.window, got, tt.want)
 		}
 	}
-	l.Seed(ScopePerson, "alice", Daily, 10)
-	if got := l.Spent(ScopePerson, "alice", Daily); got != 10 {
-		t.Errorf("seeded: %v, want the larger, 10", got)
-	}
+	seeds := map[seedKey]float64{{ScopePerson, "alice", Daily}: 10}
 	for _, placeholder := range []string{"unknown", "other", "none"} {
-		l.Seed(ScopePerson, placeholder, Daily, 3)
-		l.Seed(ScopeTeam, placeholder, Daily, 3)
+		seeds[seedKey{ScopePerson, placeholder, Daily}] = 3
+		seeds[seedKey{ScopeTeam, placeholder, Daily}] = 3
+	}
+	l.seed(seeds)
+	if got := spent(l, ScopePerson, "alice", Daily); got != 10 {
+		t.Errorf("seeded: %v, want the larger, 10", got)
 	}
 	if teams := l.Totals(ScopeTeam, nil); len(teams) != 1 || teams[0].Name != "platform" {
 		t.Errorf("team totals %+v, want platform alone: placeholders name no team", teams)
@@ -124,7 +125,7 @@ func TestLedgerCountsPricedChats(t *testing.T) {
 	l.SpanEnded(chat("alice", true, 0.25))
 	l.SpanEnded(chat("alice", false, 9))
 	l.SpanEnded(&instrument.Span{Kind: instrument.KindTurn, User: "alice", End: now, Turn: &instrument.Turn{Totals: instrument.Totals{Cost: 7}}})
-	if got := l.Spent(ScopePerson, "alice", Daily); got != 0.25 {
+	if got := spent(l, ScopePerson, "alice", Daily); got != 0.25 {
 		t.Errorf("spent %v, want only the priced chat's 0.25 (turns total their chats)", got)
 	}
 }
@@ -253,13 +254,13 @@ func TestPrometheusSpend(t *testing.T) {
 	if len(queries) != 4 || queries[0] != "sum by (user) (increase(cctrace_cost_usd_total[24h]))" {
 		t.Errorf("queries %q", queries)
 	}
-	if got := l.Spent(ScopePerson, "alice", Daily); got != 7.5 {
+	if got := spent(l, ScopePerson, "alice", Daily); got != 7.5 {
 		t.Errorf("daily %v, want Prometheus' 7.5", got)
 	}
-	if got := l.Spent(ScopePerson, "alice", Monthly); got != 1 {
+	if got := spent(l, ScopePerson, "alice", Monthly); got != 1 {
 		t.Errorf("monthly %v, want the ledger's own 1", got)
 	}
-	if got := l.Spent(ScopePerson, "other", Daily); got != 0 {
+	if got := spent(l, ScopePerson, "other", Daily); got != 0 {
 		t.Errorf("the placeholder user %q was seeded with %v", "other", got)
 	}
 	if _, over := l.Over(loadTestBudgets(t), "alice", "platform"); !over {
@@ -275,7 +276,7 @@ func TestPrometheusSpend(t *testing.T) {
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusServiceUnavailable) }))
 	defer broken.Close()
 	src, _ = NewPrometheusSpend(broken.URL)
-	if err := src.Seed(context.Background(), l); err == nil || l.Spent(ScopePerson, "alice", Daily) != 7.5 {
+	if err := src.Seed(context.Background(), l); err == nil || spent(l, ScopePerson, "alice", Daily) != 7.5 {
 		t.Errorf("a failed query: %v, and the last seeds must stay", err)
 	}
 }
@@ -314,7 +315,20 @@ func TestRunSeedingDropsStaleSeeds(t *testing.T) {
 			}
 		}
 	}
-	waitFor("never seeded", func() bool { return l.Spent(ScopePerson, "alice", Daily) == 7.5 })
+	waitFor("never seeded", func() bool { return spent(l, ScopePerson, "alice", Daily) == 7.5 })
 	up.Store(false)
-	waitFor("stale seeds never dropped", func() bool { return l.Spent(ScopePerson, "alice", Daily) == 0 })
+	waitFor("stale seeds never dropped", func() bool { return spent(l, ScopePerson, "alice", Daily) == 0 })
+}
+
+// spent returns what the ledger's totals say a person or team spent in window.
+func spent(l *Ledger, scope, name, window string) float64 {
+	for _, t := range l.Totals(scope, nil) {
+		if t.Name == name && window == Monthly {
+			return t.Monthly
+		}
+		if t.Name == name {
+			return t.Daily
+		}
+	}
+	return 0
 }

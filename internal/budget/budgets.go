@@ -44,16 +44,20 @@ type Budgets struct {
 	Teams  map[string]Limit
 }
 
+// inScope returns what of people and teams a scope (ScopePerson or ScopeTeam) is about.
+func inScope[T any](scope string, people, teams T) T {
+	if scope == ScopeTeam {
+		return teams
+	}
+	return people
+}
+
 // Of returns the budget of a person or team (scope ScopePerson or ScopeTeam) by name.
 func (b *Budgets) Of(scope, name string) (Limit, bool) {
 	if b == nil || name == "" {
 		return Limit{}, false
 	}
-	m := b.People
-	if scope == ScopeTeam {
-		m = b.Teams
-	}
-	l, ok := m[name]
+	l, ok := inScope(scope, b.People, b.Teams)[name]
 	return l, ok
 }
 
@@ -62,10 +66,7 @@ func (b *Budgets) Names(scope string) []string {
 	if b == nil {
 		return nil
 	}
-	m := b.People
-	if scope == ScopeTeam {
-		m = b.Teams
-	}
+	m := inScope(scope, b.People, b.Teams)
 	out := make([]string, 0, len(m))
 	for n := range m {
 		out = append(out, n)

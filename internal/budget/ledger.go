@@ -17,8 +17,8 @@ const MaxLedgerEntries = 1000
 
 // Ledger is an instrument.Sink that adds up what each person and team spent, from the cost the
 // tracker put on each answered request, over the windows of the budgets: the last 24 hours to the
-// hour and the last 30 days to the day (UTC). It holds what this process saw since it started;
-// Seed adds what another source (Prometheus) knows. Its methods are safe for concurrent use. The
+// hour and the last 30 days to the day (UTC). It holds what this process saw since it started,
+// and what another source (PrometheusSpend) says was spent across replicas. Its methods are safe for concurrent use. The
 // zero value is not usable; call NewLedger.
 type Ledger struct {
 	now func() time.Time
@@ -135,44 +135,31 @@ func (l *Ledger) entry(m map[string]*spend, name string) *spend {
 	return s
 }
 
-// Spent returns what a person or team (scope ScopePerson or ScopeTeam) spent in window: the
-// larger of what this process counted and what was seeded for it.
-func (l *Ledger) Spent(scope, name, window string) float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.spent(scope, name, window, l.now())
-}
-
+// spent returns what a person or team (scope ScopePerson or ScopeTeam) spent in the window
+// ending at now: the larger of what this process counted and what was seeded for it.
 func (l *Ledger) spent(scope, name, window string, now time.Time) float64 {
-	m := l.people
-	if scope == ScopeTeam {
-		m = l.teams
-	}
 	var own float64
-	if s := m[name]; s != nil {
+	if s := inScope(scope, l.people, l.teams)[name]; s != nil {
 		own = s.total(window, now)
 	}
 	return max(own, l.seeds[seedKey{scope, name, window}])
 }
 
-// Seed sets what another source says a person or team spent in window, across every replica:
-// Spent answers the larger of it and this process's own count, which also covers what was spent
-// since the source last looked. The metrics' placeholder values (metrics.Placeholder: a user or
-// team that was not given, or one past the label's cap) name nobody and are not seeded.
-func (l *Ledger) Seed(scope, name, window string, usd float64) {
-	if metrics.Placeholder(name) {
-		return
+// seed replaces what another source says people and teams spent, across every replica: spend
+// counts the larger of it and this process's own count, which also covers what was spent since
+// the source last looked. The metrics' placeholder values (metrics.Placeholder: a user or team
+// that was not given, or one past the label's cap) name nobody and are not seeded. Nil seeds
+// nothing: this process's own count alone counts again.
+func (l *Ledger) seed(seeds map[seedKey]float64) {
+	kept := make(map[seedKey]float64, len(seeds))
+	for k, usd := range seeds {
+		if !metrics.Placeholder(k.name) {
+			kept[k] = usd
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.seeds[seedKey{scope, name, window}] = usd
-}
-
-// dropSeeds forgets what Seed set: Spent answers this process's own count again.
-func (l *Ledger) dropSeeds() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seeds = map[seedKey]float64{}
+	l.seeds = kept
 }
 
 // Totals returns the spend of every person or team (scope) with spend in the last 30 days,
@@ -181,10 +168,7 @@ func (l *Ledger) Totals(scope string, b *Budgets) []summary.SpendTotal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	m := l.people
-	if scope == ScopeTeam {
-		m = l.teams
-	}
+	m := inScope(scope, l.people, l.teams)
 	names := map[string]bool{}
 	for n := range m {
 		names[n] = true

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cctrace/cctrace/metrics"
 )
 
 // DefaultSeedInterval is how often RunSeeding asks Prometheus unless told otherwise: a scrape or
@@ -22,7 +20,7 @@ const DefaultSeedInterval = 30 * time.Second
 
 // PrometheusSpend reads what people and teams spent from a Prometheus that scrapes every
 // replica: the same increase() of cctrace_cost_usd_total the alerts compare. A Ledger seeded
-// with it (Ledger.Seed) enforces the sum over replicas rather than what one replica saw; what
+// with it enforces the sum over replicas rather than what one replica saw; what
 // this replica spent since Prometheus last scraped it still counts, as the larger of the two.
 // The zero value is not usable; call NewPrometheusSpend.
 type PrometheusSpend struct {
@@ -75,9 +73,7 @@ func (p *PrometheusSpend) Seed(ctx context.Context, l *Ledger) error {
 				return err
 			}
 			for name, usd := range got {
-				if !metrics.Placeholder(name) {
-					w.into[seedKey{q.scope, name, w.window}] = usd
-				}
+				w.into[seedKey{q.scope, name, w.window}] = usd
 			}
 		}
 	}
@@ -85,9 +81,7 @@ func (p *PrometheusSpend) Seed(ctx context.Context, l *Ledger) error {
 		p.monthly, p.monthlyAt = monthly, now
 	}
 	maps.Copy(seeds, monthly)
-	l.mu.Lock()
-	l.seeds = seeds
-	l.mu.Unlock()
+	l.seed(seeds)
 	return nil
 }
 
@@ -159,7 +153,7 @@ func RunSeeding(ctx context.Context, p *PrometheusSpend, l *Ledger, interval tim
 			failing = true
 		}
 		if failing && !dropped && time.Since(lastOK) > 3*interval {
-			l.dropSeeds()
+			l.seed(nil)
 			dropped = true
 			log.Warn("Prometheus has not answered for a while: budgets are enforced on this replica's own count", "since", lastOK.Format(time.RFC3339))
 		}
