@@ -206,7 +206,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/metrics" && g.metricsToken != nil {
-		if tok, ok := bearer(r); ok && equalSHA256(g.metricsToken, tok) {
+		if tok, ok := identity.BearerToken(r.Header); ok && equalSHA256(g.metricsToken, tok) {
 			g.next.ServeHTTP(w, r)
 			return
 		}
@@ -259,7 +259,7 @@ func (g *Guard) viewer(r *http.Request) (Viewer, bool) {
 	if f == nil {
 		return Viewer{}, false
 	}
-	if tok, ok := bearer(r); ok {
+	if tok, ok := identity.BearerToken(r.Header); ok {
 		for _, e := range f.entries {
 			if e.tokenSHA256 != nil && equalSHA256(e.tokenSHA256, tok) {
 				return e.Viewer, true
@@ -306,15 +306,6 @@ func (g *Guard) checkPassword(e entry, pass string) bool {
 	g.verified[key] = now
 	g.mu.Unlock()
 	return true
-}
-
-// bearer returns the token of an Authorization: Bearer header.
-func bearer(r *http.Request) (string, bool) {
-	auth := r.Header.Get("Authorization")
-	if len(auth) > len("bearer ") && strings.EqualFold(auth[:len("bearer ")], "bearer ") {
-		return strings.TrimSpace(auth[len("bearer "):]), true
-	}
-	return "", false
 }
 
 // equalSHA256 reports whether token hashes to sum, in constant time.

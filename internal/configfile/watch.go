@@ -90,9 +90,6 @@ func Load[T any](path, kind string, parse func(name string, data []byte) (T, err
 // Current returns what the file said when it last parsed.
 func (w *Watched[T]) Current() T { return *w.cur.Load() }
 
-// Path returns the file's path.
-func (w *Watched[T]) Path() string { return w.path }
-
 // Run checks the file every interval until ctx is done.
 func (w *Watched[T]) Run(ctx context.Context) {
 	t := time.NewTicker(w.interval)

@@ -1,8 +1,6 @@
 package identity
 
 import (
-	"sort"
-
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cctrace/cctrace/internal/configfile"
@@ -18,7 +16,6 @@ type Person struct {
 // people. A nil *Directory knows nobody. It is immutable once parsed.
 type Directory struct {
 	byIdentity map[string]Person
-	people     []Person
 }
 
 // Lookup returns the person identity stands for.
@@ -28,14 +25,6 @@ func (d *Directory) Lookup(identity string) (Person, bool) {
 	}
 	p, ok := d.byIdentity[identity]
 	return p, ok
-}
-
-// People returns everyone in the directory, sorted by name.
-func (d *Directory) People() []Person {
-	if d == nil {
-		return nil
-	}
-	return append([]Person(nil), d.people...)
 }
 
 // ParseDirectory parses a directory file. name is the file's name for errors, which say
@@ -117,8 +106,6 @@ func ParseDirectory(name string, data []byte) (*Directory, error) {
 			seenID[id] = idNode.Line
 			d.byIdentity[id] = p
 		}
-		d.people = append(d.people, p)
 	}
-	sort.Slice(d.people, func(i, j int) bool { return d.people[i].Name < d.people[j].Name })
 	return d, nil
 }

@@ -40,8 +40,8 @@ func TestParseDirectoryErrors(t *testing.T) {
 		})
 	}
 	for _, empty := range []string{"", "# nobody yet\n", "people:\n"} {
-		if d, err := ParseDirectory("dir.yaml", []byte(empty)); err != nil || len(d.People()) != 0 {
-			t.Errorf("%q: %v, %v", empty, d.People(), err)
+		if d, err := ParseDirectory("dir.yaml", []byte(empty)); err != nil || len(d.byIdentity) != 0 {
+			t.Errorf("%q: %v, %v", empty, d.byIdentity, err)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func FuzzParseDirectory(f *testing.F) {
 			}
 			return
 		}
-		for _, p := range d.People() {
+		for _, p := range d.byIdentity {
 			if p.Name == "" || CleanValue(p.Name) != p.Name {
 				t.Fatalf("person %q accepted", p.Name)
 			}

@@ -60,15 +60,21 @@ func NewFingerprinter(secret []byte) (*Fingerprinter, error) {
 func (f *Fingerprinter) Credential(h http.Header) string {
 	cred := h.Get("X-Api-Key")
 	if cred == "" {
-		auth := h.Get("Authorization")
-		if len(auth) > len("bearer ") && strings.EqualFold(auth[:len("bearer ")], "bearer ") {
-			cred = strings.TrimSpace(auth[len("bearer "):])
-		}
+		cred, _ = BearerToken(h)
 	}
 	if cred == "" {
 		return ""
 	}
 	return f.Of(cred)
+}
+
+// BearerToken returns the token of h's Authorization: Bearer header, and whether it has one.
+func BearerToken(h http.Header) (string, bool) {
+	auth := h.Get("Authorization")
+	if len(auth) > len("bearer ") && strings.EqualFold(auth[:len("bearer ")], "bearer ") {
+		return strings.TrimSpace(auth[len("bearer "):]), true
+	}
+	return "", false
 }
 
 // Of returns the fingerprint of one credential: CredentialPrefix and the first 16 hex digits of
