@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/cctrace/cctrace/internal/budget"
@@ -68,13 +69,9 @@ func fingerprintCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	var t teamOptions
 	fs := flag.NewFlagSet("fingerprint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&t.identitySecretFile, "identity-secret-file", os.Getenv("CCTRACE_IDENTITY_SECRET_FILE"), "file with the fingerprint secret")
-	defState := identity.DefaultStateDir()
-	if v := os.Getenv("CCTRACE_STATE_DIR"); v != "" {
-		defState = v
-	}
-	fs.StringVar(&t.stateDir, "state-dir", defState, "where cctrace keeps its generated fingerprint secret")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&t.identitySecretFile, "identity-secret-file", "", "file with the fingerprint secret")
+	fs.StringVar(&t.stateDir, "state-dir", stateDir(os.Getenv), "where cctrace keeps its generated fingerprint secret")
+	if err := parseArgs("fingerprint", fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -107,14 +104,11 @@ func fingerprintCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 // storedSecret is the secret a running cctrace with the same options uses, without making one:
 // a fingerprint of a secret nobody keeps would match nothing.
 func storedSecret(t teamOptions) ([]byte, error) {
-	if t.identitySecretFile != "" {
-		return identity.LoadSecret(t.identitySecretFile)
-	}
-	if v := os.Getenv(envIdentitySecret); v != "" {
-		return []byte(v), nil
+	if secret, given, err := givenSecret(t); given {
+		return secret, err
 	}
 	if t.stateDir == "" {
 		return nil, errors.New("no secret: give --identity-secret-file or --state-dir")
 	}
-	return identity.LoadSecret(t.stateDir + string(os.PathSeparator) + identity.SecretFileName)
+	return identity.LoadSecret(filepath.Join(t.stateDir, identity.SecretFileName))
 }

@@ -105,14 +105,8 @@ func newTeams(o teamOptions, m *metrics.Metrics, log *slog.Logger) (*teams, erro
 // fingerprints will differ after a restart.
 func (t *teams) fingerprintSecret() ([]byte, error) {
 	o, log := t.opts, t.log
-	if o.identitySecretFile != "" {
-		return identity.LoadSecret(o.identitySecretFile)
-	}
-	if v := os.Getenv(envIdentitySecret); v != "" {
-		if len(v) < identity.MinSecretBytes {
-			return nil, fmt.Errorf("%s: %d bytes, want at least %d", envIdentitySecret, len(v), identity.MinSecretBytes)
-		}
-		return []byte(v), nil
+	if secret, given, err := givenSecret(o); given {
+		return secret, err
 	}
 	if o.stateDir != "" {
 		secret, created, err := identity.StateSecret(o.stateDir)
@@ -137,6 +131,37 @@ func (t *teams) fingerprintSecret() ([]byte, error) {
 		log.Warn("credential fingerprints are keyed with a secret for this run only: they change when cctrace restarts; give --identity-secret-file or a writable --state-dir")
 	})
 	return []byte(hex.EncodeToString(raw[:])), nil
+}
+
+// givenSecret returns the fingerprint secret the options or the environment give: the file of
+// --identity-secret-file, else CCTRACE_IDENTITY_SECRET. given is false when neither does; the
+// secret is then the one kept in the state directory.
+func givenSecret(o teamOptions) (secret []byte, given bool, err error) {
+	if o.identitySecretFile != "" {
+		secret, err = identity.LoadSecret(o.identitySecretFile)
+		return secret, true, err
+	}
+	v := os.Getenv(envIdentitySecret)
+	if v == "" {
+		return nil, false, nil
+	}
+	if len(v) < identity.MinSecretBytes {
+		return nil, true, fmt.Errorf("%s: %d bytes, want at least %d", envIdentitySecret, len(v), identity.MinSecretBytes)
+	}
+	return []byte(v), true, nil
+}
+
+// stateDir is where cctrace keeps what must outlive it (the fingerprint secret, the logs of
+// cctrace run): $XDG_STATE_HOME/cctrace, else ~/.local/state/cctrace; "" when neither is known.
+// getenv reads the environment.
+func stateDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) { // the XDG spec says to ignore a relative path
+		return filepath.Join(d, "cctrace")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" && home != "/" {
+		return filepath.Join(home, ".local", "state", "cctrace")
+	}
+	return ""
 }
 
 // logStart logs what starting found worth saying, once cctrace listens.

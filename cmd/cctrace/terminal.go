@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -34,15 +35,10 @@ func ownsTerminal(stdinTerminal, stderrTerminal, claudePrint bool) bool {
 // owns the terminal: ${XDG_STATE_HOME:-~/.local/state}/cctrace/run-<time>-<pid>.log. It creates
 // the directory, readable by the user alone (turn lines name sessions and prompts' costs).
 func runLogPath(getenv func(string) string, now time.Time, pid int) (string, error) {
-	dir := getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(dir) { // the XDG spec says to ignore a relative path
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("finding the log directory: %w (give --log FILE)", err)
-		}
-		dir = filepath.Join(home, ".local", "state")
+	dir := stateDir(getenv)
+	if dir == "" {
+		return "", errors.New("finding the log directory: neither XDG_STATE_HOME nor a home directory is set (give --log FILE)")
 	}
-	dir = filepath.Join(dir, "cctrace")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating the log directory: %w (give --log FILE)", err)
 	}

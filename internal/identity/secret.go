@@ -71,15 +71,3 @@ func StateSecret(dir string) (secret []byte, created bool, err error) {
 	}
 	return []byte(text), true, nil
 }
-
-// DefaultStateDir is where cctrace keeps what must outlive a restart (the fingerprint secret):
-// $XDG_STATE_HOME/cctrace, else ~/.local/state/cctrace; "" when neither is known.
-func DefaultStateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "cctrace")
-	}
-	if home, err := os.UserHomeDir(); err == nil && home != "" && home != "/" {
-		return filepath.Join(home, ".local", "state", "cctrace")
-	}
-	return ""
-}
