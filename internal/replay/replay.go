@@ -1,14 +1,17 @@
 // Package replay reads recorded exchanges (the NNN.json files of testdata/claude-code, written by
 // internal/fakeapi) and plays them into anything that takes requests and responses, such as the
-// tracker, in the order the proxy would have seen them. It is a second source for the pipeline:
-// the tracker cannot tell replayed traffic from live traffic.
+// tracker, in the order the proxy would have seen them (Play), or sends the requests again over
+// HTTP as the client sent them (Send, which cctrace demo uses). It is a second source for the
+// pipeline: the tracker cannot tell replayed traffic from live traffic.
 package replay
 
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"time"
@@ -71,7 +74,17 @@ func Sessions(root string) ([]string, error) {
 
 // Load reads every NNN.json exchange in dir, in sequence order.
 func Load(dir string) ([]*Exchange, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9][0-9].json"))
+	out, err := LoadFS(os.DirFS(dir), ".")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return out, nil
+}
+
+// LoadFS reads every NNN.json exchange in dir of fsys, in sequence order: recordings embedded in
+// a binary, or on disk.
+func LoadFS(fsys fs.FS, dir string) ([]*Exchange, error) {
+	paths, err := fs.Glob(fsys, path.Join(dir, "[0-9][0-9][0-9].json"))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
@@ -80,7 +93,7 @@ func Load(dir string) ([]*Exchange, error) {
 	}
 	var out []*Exchange
 	for _, p := range paths {
-		raw, err := os.ReadFile(p)
+		raw, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			return nil, fmt.Errorf("reading exchange: %w", err)
 		}
