@@ -69,6 +69,9 @@ type teamOptions struct {
 	trustedRoleHeader  string
 	metricsTokenFile   string
 	metricsOnlyListen  string
+	// private is set by run and demo, whose proxy serves one person: where its fingerprint
+	// secret came from is not worth a line of their output.
+	private bool
 }
 
 // newFlagSet declares every flag on fs. Each flag's default is taken from CCTRACE_<NAME> when that

@@ -178,6 +178,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 127
 	}
+	o.teams.private = true
 	claude := isClaudeCode(rest[0], path)
 	argv := rest[1:]
 	env := childEnv(os.Environ())

@@ -104,7 +104,7 @@ func newTeams(o teamOptions, m *metrics.Metrics, log *slog.Logger) (*teams, erro
 // first time). Without a usable state directory it makes one for this run only, and says that
 // fingerprints will differ after a restart.
 func (t *teams) fingerprintSecret() ([]byte, error) {
-	o, log := t.opts, t.log
+	o := t.opts
 	if secret, given, err := givenSecret(o); given {
 		return secret, err
 	}
@@ -112,24 +112,18 @@ func (t *teams) fingerprintSecret() ([]byte, error) {
 		secret, created, err := identity.StateSecret(o.stateDir)
 		if err == nil {
 			if created {
-				t.notes = append(t.notes, func() {
-					log.Info("generated the secret credential fingerprints are keyed with; keep it to keep fingerprints across restarts",
-						"file", filepath.Join(o.stateDir, identity.SecretFileName))
-				})
+				t.note(slog.LevelInfo, "generated the secret credential fingerprints are keyed with; keep it to keep fingerprints across restarts",
+					"file", filepath.Join(o.stateDir, identity.SecretFileName))
 			}
 			return secret, nil
 		}
-		t.notes = append(t.notes, func() {
-			log.Warn("cannot keep a fingerprint secret in the state directory", "dir", o.stateDir, "error", err)
-		})
+		t.note(slog.LevelWarn, "cannot keep a fingerprint secret in the state directory", "dir", o.stateDir, "error", err)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, fmt.Errorf("generating a fingerprint secret: %w", err)
 	}
-	t.notes = append(t.notes, func() {
-		log.Warn("credential fingerprints are keyed with a secret for this run only: they change when cctrace restarts; give --identity-secret-file or a writable --state-dir")
-	})
+	t.note(slog.LevelWarn, "credential fingerprints are keyed with a secret for this run only: they change when cctrace restarts; give --identity-secret-file or a writable --state-dir")
 	return []byte(hex.EncodeToString(raw[:])), nil
 }
 
@@ -162,6 +156,15 @@ func stateDir(getenv func(string) string) string {
 		return filepath.Join(home, ".local", "state", "cctrace")
 	}
 	return ""
+}
+
+// note keeps a message about the fingerprint secret for logStart; a private cctrace (run, demo)
+// logs it at debug level only.
+func (t *teams) note(level slog.Level, msg string, args ...any) {
+	if t.opts.private {
+		level = slog.LevelDebug
+	}
+	t.notes = append(t.notes, func() { t.log.Log(context.Background(), level, msg, args...) })
 }
 
 // logStart logs what starting found worth saying, once cctrace listens.
