@@ -58,6 +58,7 @@ func gatewayFlagsSet(command string, fs *flag.FlagSet) []string {
 // commandSummary says in a sentence what each command with flags does.
 var commandSummary = map[string]string{
 	"serve": "Runs the proxy until SIGINT or SIGTERM: point ANTHROPIC_BASE_URL at --listen; the turns page\nand /metrics are at --metrics-listen.",
+	"demo":  "Replays Claude Code sessions recorded from the real CLI through cctrace to a fake Anthropic\nAPI on 127.0.0.1, and serves the turns page and /metrics until Ctrl-C. With\nOTEL_EXPORTER_OTLP_ENDPOINT set, the traces are exported too.",
 	"run":   "Runs COMMAND (e.g. claude) with ANTHROPIC_BASE_URL set to a private proxy on free loopback\nports, and stops when it exits; its turns go to Claude Code's status line, the turn lines and\nthe turns page.",
 }
 
@@ -81,6 +82,9 @@ func printHelp(w io.Writer, command string, fs *flag.FlagSet) {
 		if b.Len() > 0 {
 			fmt.Fprintf(w, "\n%s:\n%s", g.title, b.String())
 		}
+	}
+	if command == "demo" {
+		return
 	}
 	fmt.Fprint(w, "\nEach flag can also be set as CCTRACE_<NAME>, upper case with dashes as underscores\n(CCTRACE_MAX_REQUEST_BODY=1GiB). Sizes are bytes or take a unit: KiB, MiB, GiB.\n")
 	if command == "run" {

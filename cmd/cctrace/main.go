@@ -3,6 +3,7 @@
 //
 //	cctrace serve [flags]              run the proxy until SIGINT/SIGTERM
 //	cctrace run [flags] -- COMMAND...  run COMMAND (e.g. claude) through a private proxy
+//	cctrace demo                       replay recorded Claude Code sessions through cctrace to a fake API
 //	cctrace statusline [--url URL]     print the current turn, for Claude Code's statusLine
 //	cctrace budgets rules --budgets F  Prometheus alerting rules of a budgets file
 //	cctrace fingerprint < KEY          the fingerprint cctrace shows for a credential
@@ -32,6 +33,8 @@ const usage = `cctrace: see every Claude Code turn as a trace.
 Usage:
   cctrace serve [flags]               run the proxy; point ANTHROPIC_BASE_URL at --listen
   cctrace run [flags] -- COMMAND ...  run COMMAND with ANTHROPIC_BASE_URL set to a private proxy
+  cctrace demo                        see it work in a minute, without Claude Code or an API key:
+                                      recorded sessions replayed through cctrace to a fake API
   cctrace statusline [--url URL]      a status line for Claude Code (its statusLine setting)
   cctrace budgets rules --budgets F   print the Prometheus alerting rules of a budgets file
   cctrace fingerprint < KEY           print the fingerprint cctrace shows for a key or token
@@ -59,6 +62,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		setMemoryLimit()
 		return run(args[1:], stderr)
+	case "demo":
+		return demo(args[1:], stdout, stderr)
 	case "statusline":
 		return statusline(args[1:], statusStdin(), stdout, stderr)
 	case "budgets":
