@@ -32,10 +32,13 @@ const defaultLabelCap = 50
 // cappedLabel admits the first max distinct values of one label and maps the rest to "other",
 // counting each value so mapped in its overflow counter. It is safe for concurrent use.
 type cappedLabel struct {
-	mu       sync.Mutex
-	max      int
-	seen     map[string]struct{}
-	overflow prometheus.Counter // nil: not counted
+	mu   sync.Mutex
+	max  int
+	seen map[string]struct{}
+	// overflow counts the values mapped to "other" under name; nil: not counted. The series
+	// appears with the first such value: until a cap is reached there is nothing to show.
+	overflow *prometheus.CounterVec
+	name     string
 }
 
 func newCappedLabel(max int) *cappedLabel {
@@ -57,7 +60,7 @@ func (c *cappedLabel) value(v, def string) string {
 	}
 	if len(c.seen) >= c.max {
 		if c.overflow != nil {
-			c.overflow.Inc()
+			c.overflow.WithLabelValues(c.name).Inc()
 		}
 		return labelOther
 	}

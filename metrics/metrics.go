@@ -293,14 +293,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		"tool_outcome": m.toolOutcomes, "subagent_type": m.subagentTypes, "trigger": m.triggers,
 		"role": m.blockRoles, "block_type": m.blockTypes,
 	} {
-		l.overflow = m.labelOverflow.WithLabelValues(name)
+		l.overflow, l.name = m.labelOverflow, name
 	}
 	// Every series exists from the start, so that a rate over them is 0 rather than absent.
-	for _, scope := range []string{"person", "team"} {
-		for _, window := range []string{"daily", "monthly"} {
-			m.budgetRefusals.WithLabelValues(scope, window)
-		}
-	}
 	for _, body := range []string{bodyRequest, bodyResponse} {
 		for _, reason := range []string{reasonCopyBudget, reasonDecodeQueue} {
 			m.notDecoded.WithLabelValues(body, reason)
@@ -309,12 +304,28 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 	for _, c := range []prometheus.Collector{
 		m.tokens, m.cacheCreation, m.cost, m.unpriced, m.requests, m.requestDuration, m.ttft,
-		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnsHandedOff, m.turnDuration,
+		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnDuration,
 		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive, m.notDecoded,
-		m.turnCost, m.labelOverflow, m.reloads, m.reloadOK, m.budgetRefusals,
+		m.turnCost, m.labelOverflow, m.reloads, m.reloadOK,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
+		}
+	}
+	// The series of features that are off would only ever say 0.
+	if cfg.replica {
+		if err := reg.Register(m.turnsHandedOff); err != nil {
+			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
+		}
+	}
+	if cfg.budgetEnforcement {
+		if err := reg.Register(m.budgetRefusals); err != nil {
+			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
+		}
+		for _, scope := range []string{"person", "team"} {
+			for _, window := range []string{"daily", "monthly"} {
+				m.budgetRefusals.WithLabelValues(scope, window)
+			}
 		}
 	}
 	for _, c := range []prometheus.Collector{

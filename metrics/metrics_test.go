@@ -255,7 +255,7 @@ var update = flag.Bool("update", false, "rewrite "+scenarioFile+" from what the 
 // TestScenario compares what the metrics expose after scenario with scenarioFile. Run with
 // -update after checking a change by eye.
 func TestScenario(t *testing.T) {
-	m, reg := newMetrics(t)
+	m, reg := newMetrics(t, WithReplica(), WithBudgetEnforcement())
 	m.SessionsActive(2)
 	feed(m, scenario()...)
 	m.SessionsActive(1)
@@ -334,7 +334,8 @@ func TestFamilies(t *testing.T) {
 		{nameReloadOK, dto.MetricType_GAUGE, "file", nil},
 		{nameBudgetRefusals, dto.MetricType_COUNTER, "scope window", nil},
 	}
-	m, reg := newMetrics(t)
+	// A cap of one tool name, so that a label overflows.
+	m, reg := newMetrics(t, WithReplica(), WithBudgetEnforcement(), WithMaxToolNames(1))
 	feed(m, scenario()...)
 	m.ConfigLoaded("budgets", nil)
 	got := map[string]*dto.MetricFamily{}
@@ -679,6 +680,19 @@ func TestPromlint(t *testing.T) {
 	}
 }
 
+// TestFeaturesOff: the families of features that are off (replicas, budget enforcement) and
+// label overflow before any label overflows carry no series, not a row of zeros.
+func TestFeaturesOff(t *testing.T) {
+	m, reg := newMetrics(t)
+	feed(m, scenario()...)
+	for _, mf := range mustGather(t, reg) {
+		switch mf.GetName() {
+		case nameTurnsHandedOff, nameBudgetRefusals, nameLabelOverflow:
+			t.Errorf("%s exposed without its feature: %d series", mf.GetName(), len(mf.GetMetric()))
+		}
+	}
+}
+
 func mustGather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -689,7 +703,7 @@ func mustGather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
 }
 
 func TestMetricNames(t *testing.T) {
-	m, reg := newMetrics(t)
+	m, reg := newMetrics(t, WithReplica(), WithBudgetEnforcement(), WithMaxToolNames(1))
 	m.SessionsActive(1)
 	feed(m, scenario()...)
 	m.ConfigLoaded("directory", nil)

@@ -13,6 +13,9 @@ type config struct {
 	maxTeams         int
 	exemplarInterval time.Duration
 	now              func() time.Time // the exemplar gate's clock; tests set it
+	// replica and budgetEnforcement expose the metrics of those features (WithReplica,
+	// WithBudgetEnforcement).
+	replica, budgetEnforcement bool
 }
 
 func defaultConfig() config {
@@ -63,3 +66,13 @@ func WithMaxTeams(n int) Option { return func(c *config) { c.maxTeams = n } }
 func WithExemplarInterval(d time.Duration) Option {
 	return func(c *config) { c.exemplarInterval = d }
 }
+
+// WithReplica exposes cctrace_turns_handed_off_total, for a cctrace that is one of several
+// replicas (the tracker's WithReplica). The default leaves it out: a cctrace on its own hands no
+// turn off.
+func WithReplica() Option { return func(c *config) { c.replica = true } }
+
+// WithBudgetEnforcement exposes cctrace_budget_refusals_total, each of its scope and window
+// series from the start, for a cctrace that refuses the prompts of people over budget. The
+// default leaves it out: without enforcement nothing is refused.
+func WithBudgetEnforcement() Option { return func(c *config) { c.budgetEnforcement = true } }

@@ -42,17 +42,7 @@ cctrace_cost_usd_total{model="claude-sonnet-4-5-20250929",team="other",user="bob
 cctrace_cost_usd_total{model="claude-sonnet-4-5-20250929",team="platform",user="alice"} 0.009
 # HELP cctrace_label_overflow_total Observations whose label value was past its label's cap and counted as "other", by label.
 # TYPE cctrace_label_overflow_total counter
-cctrace_label_overflow_total{label="block_type"} 0
-cctrace_label_overflow_total{label="kind"} 0
-cctrace_label_overflow_total{label="model"} 0
-cctrace_label_overflow_total{label="outcome"} 0
-cctrace_label_overflow_total{label="role"} 0
-cctrace_label_overflow_total{label="stop_reason"} 0
-cctrace_label_overflow_total{label="subagent_type"} 0
 cctrace_label_overflow_total{label="team"} 1
-cctrace_label_overflow_total{label="tool"} 0
-cctrace_label_overflow_total{label="tool_outcome"} 0
-cctrace_label_overflow_total{label="trigger"} 0
 cctrace_label_overflow_total{label="user"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), nameCost, nameLabelOverflow); err != nil {

@@ -79,7 +79,14 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 			return nil, fmt.Errorf("loading --pricing: %w", err)
 		}
 	}
-	m, err := metrics.New(reg, metrics.WithMaxUsers(o.teams.maxUsers), metrics.WithMaxTeams(o.teams.maxTeams))
+	mopts := []metrics.Option{metrics.WithMaxUsers(o.teams.maxUsers), metrics.WithMaxTeams(o.teams.maxTeams)}
+	if o.replica {
+		mopts = append(mopts, metrics.WithReplica())
+	}
+	if o.teams.enforceBudgets {
+		mopts = append(mopts, metrics.WithBudgetEnforcement())
+	}
+	m, err := metrics.New(reg, mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating metrics: %w", err)
 	}

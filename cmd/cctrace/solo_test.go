@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,5 +19,29 @@ func TestRunSaysNothingOfTheSecret(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(s.out.String(), "turns page") })
 	if !strings.Contains(s.out.String(), "generated the secret credential fingerprints are keyed with") {
 		t.Errorf("serve did not say it generated a secret:\n%s", s.out.String())
+	}
+}
+
+// TestMetricsOfFeaturesOff: /metrics carries no series of a feature that is off, and does once it
+// is configured.
+func TestMetricsOfFeaturesOff(t *testing.T) {
+	off := []string{"cctrace_turns_handed_off_total", "cctrace_budget_refusals_total", "cctrace_label_overflow_total"}
+	s := startServe(t, nil, "--upstream", "http://127.0.0.1:9")
+	solo := getText(t, "http://"+s.metricsAddr+"/metrics")
+	for _, name := range off {
+		if strings.Contains(solo, name) {
+			t.Errorf("a cctrace on its own exposes %s", name)
+		}
+	}
+	budgets := filepath.Join(t.TempDir(), "budgets.yaml")
+	if err := os.WriteFile(budgets, []byte("people:\n  alice: {daily: 20}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = startServe(t, nil, "--upstream", "http://127.0.0.1:9", "--replica", "--budgets", budgets, "--enforce-budgets")
+	team := getText(t, "http://"+s.metricsAddr+"/metrics")
+	for _, want := range []string{"cctrace_turns_handed_off_total 0", `cctrace_budget_refusals_total{scope="person",window="daily"} 0`} {
+		if !strings.Contains(team, want) {
+			t.Errorf("a replica enforcing budgets does not expose %s", want)
+		}
 	}
 }
