@@ -172,7 +172,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/api/turns", a.store)
 	mux.HandleFunc("GET /api/sessions/{id}/status", a.store.ServeStatus)
-	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log)))
+	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log), ui.WithPeople(a.teams.people)))
 
 	a.proxySrv = &http.Server{
 		Handler: p,

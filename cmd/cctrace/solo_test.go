@@ -1,10 +1,15 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cctrace/cctrace/internal/fakeapi"
 )
 
 // TestRunSaysNothingOfTheSecret: a private cctrace keeps its fingerprint secret without a word
@@ -43,5 +48,42 @@ func TestMetricsOfFeaturesOff(t *testing.T) {
 		if !strings.Contains(team, want) {
 			t.Errorf("a replica enforcing budgets does not expose %s", want)
 		}
+	}
+}
+
+// TestTurnsPageShowsPeopleOnceNamed: a cctrace nobody configured for a team shows no person
+// column and no spend, even for requests carrying a key; a request naming its person in the
+// identity header brings both.
+func TestTurnsPageShowsPeopleOnceNamed(t *testing.T) {
+	script, err := fakeapi.Scenario("side_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := httptest.NewServer(fakeapi.New(script))
+	defer upstream.Close()
+	s := startServe(t, nil, "--upstream", upstream.URL)
+	send := func(session string, header http.Header) {
+		t.Helper()
+		body := `{"model":"claude-sonnet-4-6","max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]}`
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.proxyAddr+"/v1/messages", strings.NewReader(body))
+		req.Header = header
+		req.Header.Set("X-Claude-Code-Session-Id", session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		waitFor(t, func() bool { return strings.Contains(getText(t, "http://"+s.metricsAddr+"/api/turns"), session) })
+	}
+	page := func() string { return getText(t, "http://"+s.metricsAddr+"/") }
+
+	send("solo-session", http.Header{"X-Api-Key": {"sk-ant-solo-key"}})
+	if p := page(); strings.Contains(p, "<th>person</th>") || strings.Contains(p, "Spend") || !strings.Contains(p, "/sessions/solo-session") {
+		t.Errorf("one person's sessions page shows people or spend:\n%s", p)
+	}
+	send("alice-session", http.Header{"X-Api-Key": {"sk-ant-alice-key"}, "X-Cctrace-User": {"alice"}})
+	if p := page(); !strings.Contains(p, "<th>person</th>") || !strings.Contains(p, `href="/?user=alice"`) {
+		t.Errorf("the sessions page shows no person once a request named alice:\n%s", p)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/access"
@@ -43,6 +44,8 @@ type teams struct {
 	metricsToken []byte                  // sha256 of --metrics-token-file's token; nil: none
 	// notes are logged once cctrace listens (logStart): a failure to start says so first.
 	notes []func()
+	// named is set once a request names its person in the identity header.
+	named atomic.Bool
 }
 
 // newTeams loads the files of o (a file refused at start is an error: cctrace does not run with
@@ -224,9 +227,20 @@ func (t *teams) resolve(req *wire.Request) {
 	}
 	// The forwarding path cannot read the account (it is in the body): what the account decided
 	// is not learned under the header and credential, which may be anyone's (a placeholder).
-	if src := t.resolver.Resolve(&req.Identity, account); t.enforcer != nil && src != identity.SourceAccount {
+	src := t.resolver.Resolve(&req.Identity, account)
+	if src == identity.SourceHeader && !t.named.Load() {
+		t.named.Store(true)
+	}
+	if t.enforcer != nil && src != identity.SourceAccount {
 		t.enforcer.Learn(req.Identity)
 	}
+}
+
+// people reports whether cctrace tells people apart: it was given a directory, budgets or
+// access control, or a request named its person in the identity header. Until then the turns
+// page shows neither people nor spend: one person's key fingerprint is nobody's name.
+func (t *teams) people() bool {
+	return t.directory != nil || t.budgets != nil || t.opts.accessControl() || t.named.Load()
 }
 
 // decode decodes a request the budget gate holds, in the pipeline (set once the stack is built).

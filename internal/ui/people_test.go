@@ -79,3 +79,22 @@ func TestPagesByScope(t *testing.T) {
 		})
 	}
 }
+
+// TestPagesWithoutPeople: when nobody is told apart (WithPeople false: one person's cctrace),
+// no page shows a person or the spend of people and teams.
+func TestPagesWithoutPeople(t *testing.T) {
+	h := New(peopleStore(), WithPeople(func() bool { return false }))
+	for _, path := range []string{"/", "/sessions/session-alice", "/turns/" + instrument.TraceID{1}.String()} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: status %d", path, rec.Code)
+		}
+		for _, s := range []string{"<th>person</th>", "<dt>person</dt>", `id="spend-people"`, `id="spend-teams"`, "/?user=alice"} {
+			if strings.Contains(body, s) {
+				t.Errorf("%s shows %q", path, s)
+			}
+		}
+	}
+}

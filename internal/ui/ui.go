@@ -40,6 +40,7 @@ type Handler struct {
 	traceUI TraceUI
 	now     func() time.Time
 	log     *slog.Logger
+	people  func() bool
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 }
@@ -58,9 +59,14 @@ func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = 
 // WithLogger sets where rendering errors are logged. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 
+// WithPeople shows who each session and turn is from, and what people and teams spent, only
+// while people reports true: a cctrace used by one person has no one to tell apart, and the
+// fingerprint of their key would only be noise. Default: always shown.
+func WithPeople(people func() bool) Option { return func(h *Handler) { h.people = people } }
+
 // New returns the handler of the turns page of store.
 func New(store *summary.Store, opts ...Option) *Handler {
-	h := &Handler{store: store, now: time.Now, log: slog.Default(), pages: make(map[string]*template.Template)}
+	h := &Handler{store: store, now: time.Now, log: slog.Default(), people: func() bool { return true }, pages: make(map[string]*template.Template)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -98,6 +104,9 @@ type page struct {
 	Message string
 	TraceUI string // name of the linked trace UI, "" for none
 
+	// People is true when who each session is from, and the spend of people and teams, are
+	// shown (WithPeople).
+	People   bool
 	Sessions []sessionRow
 	// Person and Team are what the sessions page is filtered by (?user=, ?team=).
 	Person, Team string
@@ -141,8 +150,8 @@ type axisTick struct {
 func (h *Handler) sessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	scope := summary.ScopeFrom(r.Context())
-	p := page{Title: "sessions", Poll: true, Now: h.now(), Person: q.Get("user"), Team: q.Get("team")}
-	if sp, ok := h.store.Spend(); ok {
+	p := page{Title: "sessions", Poll: true, Now: h.now(), Person: q.Get("user"), Team: q.Get("team"), People: h.people()}
+	if sp, ok := h.store.Spend(); ok && p.People {
 		sp = scope.Spend(sp)
 		p.Spend = &sp
 	}
@@ -211,6 +220,7 @@ func (h *Handler) turnRow(t summary.Turn) turnRow {
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
+	p.People = h.people()
 	var buf bytes.Buffer
 	if err := h.pages[name].Execute(&buf, p); err != nil {
 		h.log.Error("rendering turns page", "page", name, "err", err)
