@@ -78,7 +78,7 @@ func TestRunLeavesClaudeCodesScreenAlone(t *testing.T) {
 	if requests != 3 {
 		t.Fatalf("the fake served %d Messages requests, want 3 (title, prompt, tool results): %v", requests, rules(api.Served()))
 	}
-	figures := fmt.Sprintf("· %d req · 1 tool · in %s out %s · hit ", requests, summary.Count(in), summary.Count(out))
+	figures := fmt.Sprintf("· %d req · 1 tool · input %s · output %s · hit ", requests, summary.Count(in), summary.Count(out))
 	watch.wait(t, "the status line with "+figures, func(screen string) bool {
 		return strings.Contains(screen, "cctrace turn 1 · ") && strings.Contains(screen, figures)
 	})

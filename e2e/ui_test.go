@@ -142,7 +142,7 @@ func TestTurnsPageInChromium(t *testing.T) {
 	// The terminal side of the same run: one line per turn while serving, the session
 	// dissection at exit.
 	out := cc.stop(t)
-	for _, want := range []string{"turn 1 · ", "Agent×1 Bash×1 · 1 subagent · in ", " · hit ", " · end_turn", ": messages · "} {
+	for _, want := range []string{"turn 1 · ", "Agent×1 Bash×1 · 1 subagent · input ", " · hit ", " · end_turn", " rounds of tool results · answers: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cctrace output lacks %q:\n%s", want, out)
 		}

@@ -13,7 +13,7 @@ import (
 
 // appendLine appends a finished turn as one compact terminal line to b:
 //
-//	cctrace 1a2b3c4d turn 3 · 12.4s · 5 req (1 retried) · Bash×2 Read×1 (Bash 1 failed) · 1 subagent · in 1.2k out 340 cache r 45.1k w 2.0k · hit 94% · $0.0123 · end_turn · compacted (auto)
+//	cctrace 1a2b3c4d turn 3 · 12.4s · 5 req (1 retried) · Bash×2 Read×1 (failed Bash×1) · 1 subagent · input 48.4k (1.2k uncached + 45.1k cache read + 2.0k cache write) · output 340 · hit 94% · $0.0123 · end_turn · compacted (auto)
 //
 // The store renders each finished turn into a buffer it reuses, so that printing a line does
 // not allocate.
@@ -93,8 +93,8 @@ const sep = " · "
 // cost, then what its messages were made of. With more than one such session a grand total
 // follows.
 //
-//	cctrace session 1a2b3c4d: 3 turns · 12 req (1 retried) · 1 compaction · 9 tool calls (1 failed) · 1 subagent · in 1.2k out 3.4k cache r 120k w 8.0k · hit 93% · $0.1234
-//	cctrace session 1a2b3c4d: messages · 3 human text, 6 tool results, 2 assistant text, 5 tool calls, 1 text+tool calls · 2 side requests
+//	cctrace session 1a2b3c4d: 3 turns · 12 req (1 retried) · 1 compaction · 9 tool calls (1 failed) · 1 subagent · input 129k (1.2k uncached + 120k cache read + 8.0k cache write) · output 3.4k · hit 93% · $0.1234
+//	cctrace session 1a2b3c4d: 3 prompts, 6 rounds of tool results · answers: 2 with text, 5 with tool calls, 1 with text and tool calls · 2 side requests (titles, token counts)
 func (s *Store) WriteSummary(w io.Writer) error {
 	var all SessionTotals
 	n := 0
@@ -109,7 +109,7 @@ func (s *Store) WriteSummary(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "cctrace session %s: %s\n", id, totalsText(st)); err != nil {
 			return fmt.Errorf("writing summary: %w", err)
 		}
-		if _, err := fmt.Fprintf(w, "cctrace session %s: messages · %s\n", id, MessagesText(st.Messages)); err != nil {
+		if _, err := fmt.Fprintf(w, "cctrace session %s: %s\n", id, MessagesText(st.Messages)); err != nil {
 			return fmt.Errorf("writing summary: %w", err)
 		}
 		all.Turns += st.Turns
@@ -150,29 +150,66 @@ func totalsText(st SessionTotals) string {
 	return b.String()
 }
 
-// MessagesText renders the dissection of a session's messages, e.g.
-// "3 human text, 6 tool results, 2 assistant text, 5 tool calls, 1 text+tool calls · 2 side requests".
+// MessagesText says in words what a session's messages were, leaving out what it had none of:
+// "3 prompts, 6 rounds of tool results · answers: 2 with text, 5 with tool calls, 1 with text
+// and tool calls · 2 side requests (titles, token counts)".
 func MessagesText(m Messages) string {
-	s := fmt.Sprintf("%d human text, %d tool results, %d assistant text, %d tool calls, %d text+tool calls",
-		m.HumanText, m.ToolResults, m.AssistantText, m.ToolCalls, m.TextAndToolCalls)
-	if m.SideRequests > 0 {
-		s += fmt.Sprintf(" · %s", plural(m.SideRequests, "side request"))
+	var sent, answers []string
+	if m.HumanText > 0 {
+		sent = append(sent, plural(m.HumanText, "prompt"))
 	}
-	return s
+	if m.ToolResults > 0 {
+		sent = append(sent, plural(m.ToolResults, "round")+" of tool results")
+	}
+	for _, a := range []struct {
+		n    int
+		with string
+	}{{m.AssistantText, "with text"}, {m.ToolCalls, "with tool calls"}, {m.TextAndToolCalls, "with text and tool calls"}} {
+		if a.n > 0 {
+			answers = append(answers, strconv.Itoa(a.n)+" "+a.with)
+		}
+	}
+	var parts []string
+	if len(sent) > 0 {
+		parts = append(parts, strings.Join(sent, ", "))
+	}
+	if len(answers) > 0 {
+		parts = append(parts, "answers: "+strings.Join(answers, ", "))
+	}
+	if m.SideRequests > 0 {
+		parts = append(parts, plural(m.SideRequests, "side request")+" (titles, token counts)")
+	}
+	if len(parts) == 0 {
+		return "no messages"
+	}
+	return strings.Join(parts, " · ")
 }
 
-// TokenText renders token usage compactly: "in 1.2k out 340 cache r 45.1k w 2.0k".
+// TokenText renders token usage: "input 48.4k (1.2k uncached + 45.1k cache read + 2.0k cache
+// write) · output 340". Input is every input token, as on the status line and in the spans'
+// gen_ai.usage.input_tokens; the parts name what was not read from the cache as "uncached".
 func TokenText(u wire.Usage) string { return string(appendTokenText(nil, u)) }
 
+// InputOutputText is the short form of TokenText where space is scarce (the status line, a
+// waterfall row): "input 48.4k · output 340".
+func InputOutputText(u wire.Usage) string {
+	return "input " + Count(u.TotalInput()) + " · output " + Count(u.OutputTokens)
+}
+
 func appendTokenText(b []byte, u wire.Usage) []byte {
-	b = append(b, "in "...)
-	b = appendCount(b, u.InputTokens)
-	b = append(b, " out "...)
-	b = appendCount(b, u.OutputTokens)
-	b = append(b, " cache r "...)
-	b = appendCount(b, u.CacheReadInputTokens)
-	b = append(b, " w "...)
-	return appendCount(b, u.CacheCreationInputTokens)
+	b = append(b, "input "...)
+	b = appendCount(b, u.TotalInput())
+	if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
+		b = append(b, " ("...)
+		b = appendCount(b, u.InputTokens)
+		b = append(b, " uncached + "...)
+		b = appendCount(b, u.CacheReadInputTokens)
+		b = append(b, " cache read + "...)
+		b = appendCount(b, u.CacheCreationInputTokens)
+		b = append(b, " cache write)"...)
+	}
+	b = append(b, " · output "...)
+	return appendCount(b, u.OutputTokens)
 }
 
 // CostText renders an estimated cost: "$0.0123", with "+N unpriced" when some requests used a

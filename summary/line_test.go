@@ -60,7 +60,11 @@ func fmtLine(t *Turn) string {
 }
 
 func fmtTokenText(t wire.Usage) string {
-	return fmt.Sprintf("in %s out %s cache r %s w %s", fmtCount(t.InputTokens), fmtCount(t.OutputTokens), fmtCount(t.CacheReadInputTokens), fmtCount(t.CacheCreationInputTokens))
+	parts := ""
+	if t.CacheReadInputTokens > 0 || t.CacheCreationInputTokens > 0 {
+		parts = fmt.Sprintf(" (%s uncached + %s cache read + %s cache write)", fmtCount(t.InputTokens), fmtCount(t.CacheReadInputTokens), fmtCount(t.CacheCreationInputTokens))
+	}
+	return fmt.Sprintf("input %s%s · output %s", fmtCount(t.TotalInput()), parts, fmtCount(t.OutputTokens))
 }
 
 func fmtCostText(usd float64, unpriced int) string {

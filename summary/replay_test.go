@@ -57,11 +57,11 @@ func TestReplayedSessions(t *testing.T) {
 		{
 			scenario: "subagent",
 			lines: []string{
-				"cctrace 488d20f6 turn 1 · 2.4s · 4 req · Agent×1 Bash×1 · 1 subagent · in 258 out 182 cache r 8.4k w 8.6k · hit 49% · $0.1155 · end_turn",
+				"cctrace 488d20f6 turn 1 · 2.4s · 4 req · Agent×1 Bash×1 · 1 subagent · input 17.3k (258 uncached + 8.4k cache read + 8.6k cache write) · output 182 · hit 49% · $0.1155 · end_turn",
 			},
 			summary: []string{
-				"cctrace session 488d20f6: 1 turn · 4 req · 2 tool calls · 1 subagent · in 258 out 182 cache r 8.4k w 8.6k · hit 49% · $0.1155",
-				"cctrace session 488d20f6: messages · 2 human text, 2 tool results, 2 assistant text, 1 tool calls, 1 text+tool calls",
+				"cctrace session 488d20f6: 1 turn · 4 req · 2 tool calls · 1 subagent · input 17.3k (258 uncached + 8.4k cache read + 8.6k cache write) · output 182 · hit 49% · $0.1155",
+				"cctrace session 488d20f6: 2 prompts, 2 rounds of tool results · answers: 2 with text, 1 with tool calls, 1 with text and tool calls",
 			},
 			messages:     Messages{HumanText: 2, ToolResults: 2, AssistantText: 2, ToolCalls: 1, TextAndToolCalls: 1},
 			turnsInStore: 1,
@@ -69,11 +69,11 @@ func TestReplayedSessions(t *testing.T) {
 		{
 			scenario: "parallel_tools",
 			lines: []string{
-				"cctrace 1172a797 turn 1 · 1.5s · 2 req · Bash×2 Read×1 (failed Read×1) · in 72 out 116 cache r 5.1k w 5.2k · hit 49% · $0.0695 · end_turn",
+				"cctrace 1172a797 turn 1 · 1.5s · 2 req · Bash×2 Read×1 (failed Read×1) · input 10.4k (72 uncached + 5.1k cache read + 5.2k cache write) · output 116 · hit 49% · $0.0695 · end_turn",
 			},
 			summary: []string{
-				"cctrace session 1172a797: 1 turn · 2 req · 3 tool calls (1 failed) · in 72 out 116 cache r 5.1k w 5.2k · hit 49% · $0.0695",
-				"cctrace session 1172a797: messages · 1 human text, 1 tool results, 1 assistant text, 1 tool calls, 0 text+tool calls",
+				"cctrace session 1172a797: 1 turn · 2 req · 3 tool calls (1 failed) · input 10.4k (72 uncached + 5.1k cache read + 5.2k cache write) · output 116 · hit 49% · $0.0695",
+				"cctrace session 1172a797: 1 prompt, 1 round of tool results · answers: 1 with text, 1 with tool calls",
 			},
 			messages:     Messages{HumanText: 1, ToolResults: 1, AssistantText: 1, ToolCalls: 1},
 			turnsInStore: 1,
@@ -81,11 +81,11 @@ func TestReplayedSessions(t *testing.T) {
 		{
 			scenario: "retry_529",
 			lines: []string{
-				"cctrace e92fbde9 turn 1 · 2.0s · 3 req (2 retried) · in 19 out 13 cache r 0 w 4.5k · hit 0% · $0.0466 · end_turn",
+				"cctrace e92fbde9 turn 1 · 2.0s · 3 req (2 retried) · input 4.5k (19 uncached + 0 cache read + 4.5k cache write) · output 13 · hit 0% · $0.0466 · end_turn",
 			},
 			summary: []string{
-				"cctrace session e92fbde9: 1 turn · 3 req (2 retried) · in 19 out 13 cache r 0 w 4.5k · hit 0% · $0.0466",
-				"cctrace session e92fbde9: messages · 1 human text, 0 tool results, 1 assistant text, 0 tool calls, 0 text+tool calls",
+				"cctrace session e92fbde9: 1 turn · 3 req (2 retried) · input 4.5k (19 uncached + 0 cache read + 4.5k cache write) · output 13 · hit 0% · $0.0466",
+				"cctrace session e92fbde9: 1 prompt · answers: 1 with text",
 			},
 			messages:     Messages{HumanText: 1, AssistantText: 1},
 			turnsInStore: 1,
@@ -93,14 +93,14 @@ func TestReplayedSessions(t *testing.T) {
 		{
 			scenario: "compaction",
 			lines: []string{
-				"cctrace c8f26a66 turn 1 · 0.0s · 1 req · in 17 out 11 cache r 4.0k w 203 · hit 95% · $0.0073 · end_turn",
-				"cctrace c8f26a66 turn 2 · 0.0s · 1 req · in 17 out 11 cache r 4.0k w 203 · hit 95% · $0.0073 · end_turn",
-				"cctrace c8f26a66 turn 3 (/compact manual) · 0.0s · 1 req · in 37 out 401 cache r 9.0k w 0 · hit 100% · $0.0495 · compaction",
-				"cctrace c8f26a66 turn 4 · 0.0s · 1 req · in 17 out 11 cache r 4.0k w 203 · hit 95% · $0.0073 · end_turn · compacted (manual)",
+				"cctrace c8f26a66 turn 1 · 0.0s · 1 req · input 4.2k (17 uncached + 4.0k cache read + 203 cache write) · output 11 · hit 95% · $0.0073 · end_turn",
+				"cctrace c8f26a66 turn 2 · 0.0s · 1 req · input 4.2k (17 uncached + 4.0k cache read + 203 cache write) · output 11 · hit 95% · $0.0073 · end_turn",
+				"cctrace c8f26a66 turn 3 (/compact manual) · 0.0s · 1 req · input 9.0k (37 uncached + 9.0k cache read + 0 cache write) · output 401 · hit 100% · $0.0495 · compaction",
+				"cctrace c8f26a66 turn 4 · 0.0s · 1 req · input 4.2k (17 uncached + 4.0k cache read + 203 cache write) · output 11 · hit 95% · $0.0073 · end_turn · compacted (manual)",
 			},
 			summary: []string{
-				"cctrace session c8f26a66: 4 turns · 4 req · 1 compaction · in 88 out 434 cache r 21.0k w 609 · hit 97% · $0.0714",
-				"cctrace session c8f26a66: messages · 3 human text, 0 tool results, 4 assistant text, 0 tool calls, 0 text+tool calls",
+				"cctrace session c8f26a66: 4 turns · 4 req · 1 compaction · input 21.7k (88 uncached + 21.0k cache read + 609 cache write) · output 434 · hit 97% · $0.0714",
+				"cctrace session c8f26a66: 3 prompts · answers: 4 with text",
 			},
 			messages:     Messages{HumanText: 3, AssistantText: 4},
 			turnsInStore: 4,

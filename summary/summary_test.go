@@ -119,7 +119,7 @@ func TestLiveTurn(t *testing.T) {
 	s.SpanEnded(turn)
 	turn.Turn.ToolCounts["Bash"] = 99 // the tracker may reuse its maps; the store must have copied
 
-	want := "cctrace sess-liv turn 1 · 4.0s · 1 req · Bash×1 (failed Bash×1) · in 100 out 10 cache r 800 w 100 · hit 80% · $0.0038 · end_turn\n"
+	want := "cctrace sess-liv turn 1 · 4.0s · 1 req · Bash×1 (failed Bash×1) · input 1.0k (100 uncached + 800 cache read + 100 cache write) · output 10 · hit 80% · $0.0038 · end_turn\n"
 	if out.String() != want {
 		t.Errorf("line:\n got %q\nwant %q", out.String(), want)
 	}
@@ -147,20 +147,20 @@ func TestLine(t *testing.T) {
 			name: "plain",
 			turn: Turn{SessionID: "0123456789ab", Index: 2, End: &end, Duration: 1.25, Outcome: "end_turn",
 				Totals: instrument.Totals{Requests: 1, Usage: usage(12, 3400, 120_000, 1_500_000), Cost: 12.345}},
-			want: "cctrace 01234567 turn 2 · 1.2s · 1 req · in 12 out 3.4k cache r 120k w 1.5M · hit 7% · $12.35 · end_turn",
+			want: "cctrace 01234567 turn 2 · 1.2s · 1 req · input 1.6M (12 uncached + 120k cache read + 1.5M cache write) · output 3.4k · hit 7% · $12.35 · end_turn",
 		},
 		{
 			name: "retries tools subagents unpriced",
 			turn: Turn{SessionID: "s", Index: 7, End: &end, Duration: 125, Totals: instrument.Totals{Requests: 9, Retries: 2,
 				ToolCounts: map[string]int{"Read": 1, "Agent": 2, "Bash": 3}, ToolErrors: 1, Subagents: 2,
 				Usage: usage(5, 0, 0, 0), Cost: 0.5, Unpriced: 3}, Outcome: "max_tokens", Compacted: "auto"},
-			want: "cctrace s turn 7 · 2m05s · 9 req (2 retried) · Agent×2 Bash×3 Read×1 (1 failed) · 2 subagents · in 5 out 0 cache r 0 w 0 · hit 0% · $0.5000 +3 unpriced · max_tokens · compacted (auto)",
+			want: "cctrace s turn 7 · 2m05s · 9 req (2 retried) · Agent×2 Bash×3 Read×1 (1 failed) · 2 subagents · input 5 · output 0 · hit 0% · $0.5000 +3 unpriced · max_tokens · compacted (auto)",
 		},
 		{
 			name: "no input no prices manual compaction prompt",
 			turn: Turn{Index: 3, End: &end, Compaction: "manual", Totals: instrument.Totals{Unpriced: 1}, Outcome: "compaction",
 				Prompt: "  explain\nthe   whole repository to me, file by file, in great detail please, thank you"},
-			want: `cctrace - turn 3 (/compact manual) · 0.0s · 0 req · in 0 out 0 cache r 0 w 0 · cost ? · compaction · "explain the whole repository to me, file by file, in great d…"`,
+			want: `cctrace - turn 3 (/compact manual) · 0.0s · 0 req · input 0 · output 0 · cost ? · compaction · "explain the whole repository to me, file by file, in great d…"`,
 		},
 	}
 	for _, tt := range tests {
@@ -210,7 +210,9 @@ func TestFormats(t *testing.T) {
 		{CostText(1, 2), "$1.0000 +2 unpriced"},
 		{Percent(0.934), "93%"},
 		{ToolList(map[string]int{"b": 1, "a": 2, "z": 0}), "a×2 b×1"},
-		{MessagesText(Messages{HumanText: 1, SideRequests: 1}), "1 human text, 0 tool results, 0 assistant text, 0 tool calls, 0 text+tool calls · 1 side request"},
+		{MessagesText(Messages{HumanText: 1, SideRequests: 1}), "1 prompt · 1 side request (titles, token counts)"},
+		{MessagesText(Messages{HumanText: 3, ToolResults: 6, AssistantText: 2, ToolCalls: 5, TextAndToolCalls: 1}), "3 prompts, 6 rounds of tool results · answers: 2 with text, 5 with tool calls, 1 with text and tool calls"},
+		{MessagesText(Messages{}), "no messages"},
 	}
 	for i, tt := range tests {
 		if tt.got != tt.want {
@@ -246,11 +248,11 @@ func TestWriteSummary(t *testing.T) {
 	if err := s.WriteSummary(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := `cctrace session first-se: 1 turn · 1 req · in 1.0k out 100 cache r 0 w 0 · hit 0% · $0.0200
-cctrace session first-se: messages · 0 human text, 0 tool results, 1 assistant text, 0 tool calls, 0 text+tool calls
-cctrace session second-s: 1 turn · 1 req · in 1.0k out 100 cache r 0 w 0 · hit 0% · $0.0200
-cctrace session second-s: messages · 0 human text, 0 tool results, 1 assistant text, 0 tool calls, 0 text+tool calls
-cctrace total of 2 sessions: 2 turns · 2 req · in 2.0k out 200 cache r 0 w 0 · hit 0% · $0.0400
+	want := `cctrace session first-se: 1 turn · 1 req · input 1.0k · output 100 · hit 0% · $0.0200
+cctrace session first-se: answers: 1 with text
+cctrace session second-s: 1 turn · 1 req · input 1.0k · output 100 · hit 0% · $0.0200
+cctrace session second-s: answers: 1 with text
+cctrace total of 2 sessions: 2 turns · 2 req · input 2.0k · output 200 · hit 0% · $0.0400
 `
 	if b.String() != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", b.String(), want)

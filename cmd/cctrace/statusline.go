@@ -104,9 +104,9 @@ func fetchStatus(ctx context.Context, base, session string) (st summary.SessionS
 
 // statusLineOf renders a session's newest turn and its context, e.g.
 //
-//	cctrace turn 3 · 12.4s · 5 req · 7 tools · in 48.2k out 1.2k · hit 94% · $0.0123 · ctx 24% of 200k
+//	cctrace turn 3 · 12.4s · 5 req · 7 tools · input 48.2k · output 1.2k · hit 94% · $0.0123 · ctx 24% of 200k
 //
-// "in" counts every input token, cache reads and writes included. The context is measured
+// Input is every input token, cache reads and writes included, as everywhere. The context is measured
 // against window, Claude Code's own figure when it gives one, else cctrace's.
 func statusLineOf(st summary.SessionStatus, window int) string {
 	t := st.Turn
@@ -123,7 +123,8 @@ func statusLineOf(st summary.SessionStatus, window int) string {
 	default:
 		fmt.Fprintf(&b, " · %d tools", t.ToolCalls)
 	}
-	fmt.Fprintf(&b, " · in %s out %s", summary.Count(t.Tokens.TotalInput()), summary.Count(t.Tokens.OutputTokens))
+	b.WriteString(" · ")
+	b.WriteString(summary.InputOutputText(t.Tokens))
 	if r, ok := summary.CacheHitRatio(t.Tokens); ok {
 		b.WriteString(" · hit ")
 		b.WriteString(summary.Percent(r))

@@ -59,9 +59,9 @@ func TestStatusline(t *testing.T) {
 		want  string
 	}{
 		{"running turn, Claude Code's window", srv.URL, statusInputJSON,
-			"cctrace turn 3 · 12.4s · 5 req · 7 tools · in 48.2k out 1.2k · hit 93% · $0.0123 · ctx 5% of 1.0M"},
+			"cctrace turn 3 · 12.4s · 5 req · 7 tools · input 48.2k · output 1.2k · hit 93% · $0.0123 · ctx 5% of 1.0M"},
 		{"cctrace's window", srv.URL + "/", `{"session_id":"0b8f3c1e-aaaa"}`,
-			"cctrace turn 3 · 12.4s · 5 req · 7 tools · in 48.2k out 1.2k · hit 93% · $0.0123 · ctx 24% of 200k"},
+			"cctrace turn 3 · 12.4s · 5 req · 7 tools · input 48.2k · output 1.2k · hit 93% · $0.0123 · ctx 24% of 200k"},
 		{"session not seen", srv.URL, `{"session_id":"new-one"}`, "cctrace: no turn yet"},
 		{"session without a turn", srv.URL, `{"session_id":"no-turn"}`, "cctrace: no turn yet"},
 		{"no session on stdin", srv.URL, "", "cctrace: no session"},

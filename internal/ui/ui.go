@@ -345,6 +345,7 @@ var funcs = template.FuncMap{
 	"tools":    summary.ToolList,
 	"costText": summary.CostText,
 	"tokens":   summary.TokenText,
+	"inout":    summary.InputOutputText,
 	"messages": summary.MessagesText,
 	"hit": func(u wire.Usage) string {
 		if r, ok := summary.CacheHitRatio(u); ok {

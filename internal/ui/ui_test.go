@@ -85,7 +85,7 @@ func TestPages(t *testing.T) {
 		`href="/turns/` + turn.TraceID + `"`,
 		`href="http://127.0.0.1:16686/trace/` + turn.TraceID + `"`,
 		"Agent×1 Bash×1", "1 subagent", "end_turn",
-		"Messages: 2 human text, 2 tool results, 2 assistant text, 1 tool calls, 1 text&#43;tool calls",
+		"Messages: 2 prompts, 2 rounds of tool results · answers: 2 with text, 1 with tool calls, 1 with text and tool calls",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("session page lacks %q", want)
