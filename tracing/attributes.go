@@ -297,6 +297,7 @@ func response(a *attrs, req *wire.Request, r *wire.Response) {
 	a.flag(keyResponseIncomplete, r.Incomplete)
 	a.flag(keyResponseCanceled, r.Canceled)
 	a.str(keyResponseTransportError, r.Err)
+	rateLimit(a, req, r)
 	if !r.FirstChunk.IsZero() && !req.Time.IsZero() {
 		a.add(semconv.GenAIResponseTimeToFirstChunkKey.Float64(r.FirstChunk.Sub(req.Time).Seconds()))
 	}

@@ -225,6 +225,7 @@ func (t *teams) resolve(req *wire.Request) {
 	if req.Body != nil {
 		account = req.Body.AccountUUID
 	}
+	req.Identity.Account = t.fingerprints.LimitAccount(account, req.Identity.Credential)
 	// The forwarding path cannot read the account (it is in the body): what the account decided
 	// is not learned under the header and credential, which may be anyone's (a placeholder).
 	src := t.resolver.Resolve(&req.Identity, account)

@@ -9,6 +9,7 @@ package wire
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -62,6 +63,10 @@ type Identity struct {
 	// User and Team are the person and team the request is attributed to; empty until resolved,
 	// and Team empty when the person has none.
 	User, Team string
+	// Account is the account whose limits the request counts against, as a keyed fingerprint:
+	// the subscription account's ("acct-…") or, without one, the credential's; empty until
+	// resolved, and when the request carried neither.
+	Account string
 }
 
 // Request is one API request as seen by the proxy once its body has been read (or abandoned).
@@ -350,6 +355,10 @@ type Response struct {
 	// DecodeResponse to time the events by (time to first token, tool call ends); nil for other
 	// bodies, and once decoded.
 	Chunks []Chunk
+	// RateLimitHeader holds the response's rate-limit headers as sent (RateLimitHeader); nil
+	// when it had none. RateLimit is what they say, once decoded (DecodeRateLimit).
+	RateLimitHeader http.Header
+	RateLimit       *RateLimit
 }
 
 // Chunk is one part of a response body as it was forwarded: the bytes of the body from the

@@ -153,3 +153,30 @@ people:
 		}
 	})
 }
+
+func TestAccountFingerprint(t *testing.T) {
+	f, err := NewFingerprinter([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uuid = "7d7a3c1e-1111-4a2b-9c3d-0123456789ab"
+	a := f.Account(uuid)
+	if !strings.HasPrefix(a, AccountPrefix) || len(a) != len(AccountPrefix)+16 || strings.Contains(a, uuid) {
+		t.Errorf("Account = %q, want acct- and 16 hex digits", a)
+	}
+	if a != f.Account(uuid) || a == f.Account(uuid+"x") {
+		t.Error("Account is not a stable function of the id")
+	}
+	if strings.TrimPrefix(a, AccountPrefix) == strings.TrimPrefix(f.Of(uuid), CredentialPrefix) {
+		t.Error("an account and a credential of the same text share a fingerprint")
+	}
+	for _, tc := range []struct{ account, cred, want string }{
+		{uuid, "key-0000000000000000", a},
+		{"", "key-0000000000000000", "key-0000000000000000"},
+		{"  ", "", ""},
+	} {
+		if got := f.LimitAccount(tc.account, tc.cred); got != tc.want {
+			t.Errorf("LimitAccount(%q, %q) = %q, want %q", tc.account, tc.cred, got, tc.want)
+		}
+	}
+}

@@ -300,6 +300,7 @@ func (p *Pipeline) handle(ev event) {
 			wire.DecodeResponse(resp, p.endpoints[resp.ExchangeID], ev.body)
 		}
 		delete(p.endpoints, resp.ExchangeID)
+		wire.DecodeRateLimit(resp)
 		p.tracker.Response(resp)
 	}
 }

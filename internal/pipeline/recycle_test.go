@@ -163,6 +163,7 @@ func TestRecycledBodiesStayDecoded(t *testing.T) {
 			}
 			want := rb.resp
 			wire.DecodeResponse(&want, rb.req.Endpoint, bytes.Clone(rb.respBody))
+			wire.DecodeRateLimit(&want)
 			if !reflect.DeepEqual(*got[i].resp, want) {
 				t.Errorf("response decoded before recycling differs from a pristine decode:\n got %+v\nwant %+v", *got[i].resp, want)
 			}

@@ -201,6 +201,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	x.resp.RequestID = res.Header.Get("Request-Id")
 	x.resp.ContentType = res.Header.Get("Content-Type")
 	x.resp.ContentEncoding = res.Header.Get("Content-Encoding")
+	x.resp.RateLimitHeader = wire.RateLimitHeader(res.Header)
 	x.resp.Streamed = wire.IsEventStream(x.resp.ContentType)
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy needs the upgraded body as it is (an io.ReadWriteCloser).

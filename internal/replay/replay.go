@@ -153,6 +153,7 @@ func (r *record) exchange() (*Exchange, error) {
 		ContentEncoding: rh.Get("Content-Encoding"),
 		Streamed:        wire.IsEventStream(rh.Get("Content-Type")),
 		BodySize:        int64(len(response)),
+		RateLimitHeader: wire.RateLimitHeader(rh),
 	}
 	return &Exchange{Seq: r.Seq, Request: req, Response: resp, Header: h, Query: r.Query, Body: body, response: response}, nil
 }
@@ -197,6 +198,7 @@ func Play(target Target, exchanges []*Exchange) {
 		}
 		resp := ev.ex.Response
 		wire.DecodeResponse(resp, ev.ex.Request.Endpoint, ev.ex.response)
+		wire.DecodeRateLimit(resp)
 		target.Response(resp)
 	}
 }
