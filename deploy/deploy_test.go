@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cctrace/cctrace/internal/limits"
 	"github.com/cctrace/cctrace/metrics"
 )
 
@@ -17,13 +18,16 @@ var metricToken = regexp.MustCompile(`\bcctrace_[a-z0-9_]+\b`)
 // histogramSuffixes are the series suffixes of a histogram family.
 var histogramSuffixes = []string{"_bucket", "_sum", "_count"}
 
-// family returns the metrics.MetricNames family that the series name belongs to, if any.
+// metricNames are the families cctrace registers: its metrics' and its limits'.
+var metricNames = slices.Concat(metrics.MetricNames, limits.MetricNames)
+
+// family returns the metricNames family that the series name belongs to, if any.
 func family(name string) (string, bool) {
-	if slices.Contains(metrics.MetricNames, name) {
+	if slices.Contains(metricNames, name) {
 		return name, true
 	}
 	for _, s := range histogramSuffixes {
-		if base, ok := strings.CutSuffix(name, s); ok && slices.Contains(metrics.MetricNames, base) {
+		if base, ok := strings.CutSuffix(name, s); ok && slices.Contains(metricNames, base) {
 			return base, true
 		}
 	}
@@ -31,7 +35,7 @@ func family(name string) (string, bool) {
 }
 
 // TestMetricNamesExposed checks every cctrace metric name in the dashboards and rules against
-// the families the metrics package registers. The PromQL itself is parsed by the deploy/check
+// the families cctrace registers. The PromQL itself is parsed by the deploy/check
 // module, which keeps Prometheus's own libraries out of this module.
 func TestMetricNamesExposed(t *testing.T) {
 	var files []string
@@ -68,7 +72,7 @@ func TestMetricNamesExposed(t *testing.T) {
 	}
 	// The dashboards promise a view of everything cctrace measures; an unused family is a metric
 	// nobody can see.
-	for _, n := range metrics.MetricNames {
+	for _, n := range metricNames {
 		if !used[n] {
 			t.Errorf("%s appears in no dashboard or rule", n)
 		}

@@ -148,11 +148,13 @@ check_alertmanager() {
 	local cfg="$ROOT/deploy/alertmanager/alertmanager.yml"
 	"$AMTOOL_BIN" check-config "$cfg" || return 1
 	# Budget alerts go to their team's receiver; a team without a route, and other alerts, to the
-	# webhook.
+	# webhook; limit alerts to the limits receiver, critical ones too.
 	route_is team-platform alertname=CctracePersonDailyBudgetSpent team=platform user=alice &&
 		route_is team-platform alertname=CctraceTeamMonthlyBudgetSpent team=platform &&
 		route_is webhook alertname=CctraceTeamDailyBudgetSpent team=search &&
-		route_is webhook alertname=CctraceHourlySpendHigh severity=warning
+		route_is webhook alertname=CctraceHourlySpendHigh severity=warning &&
+		route_is limits alertname=CctraceRateLimitWindowHigh category=ratelimit severity=warning account=acct-0123456789abcdef window=5h &&
+		route_is limits alertname=CctraceRateLimitRejected category=ratelimit severity=critical account=acct-0123456789abcdef window=7d
 }
 
 # route_is RECEIVER LABEL=VALUE...: Alertmanager's routing tree sends an alert with those labels

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/limits"
 )
 
 // SessionStatus is what a status line shows of one session: its newest turn, live, and how full
@@ -18,6 +19,9 @@ type SessionStatus struct {
 	Turn *TurnStatus `json:"turn,omitempty"`
 	// Context is the main agent's context as of its last answered request; nil before the first.
 	Context *Context `json:"context,omitempty"`
+	// Limit is the subscription window that binds the session's account now, with the
+	// session's share of its growth; nil when the account reports none (see WithLimits).
+	Limit *limits.Window `json:"limit,omitempty"`
 }
 
 // TurnStatus is a turn's figures without its spans. While the turn runs they are running sums,
@@ -94,13 +98,14 @@ func (tot *SessionTotals) noteContext(c *instrument.Chat) {
 // Status returns the status of one session, and false when the store has not seen it or scope
 // may not see it.
 func (s *Store) Status(session string, scope Scope) (SessionStatus, bool) {
+	limit := s.sessionLimit(session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tot, ok := s.sessions[session]
 	if !ok || !scope.Allows(tot.User, tot.Team) {
 		return SessionStatus{}, false
 	}
-	st := SessionStatus{SessionID: session}
+	st := SessionStatus{SessionID: session, Limit: limit}
 	if tot.Context.Tokens > 0 {
 		c := tot.Context
 		st.Context = &c

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/limits"
 )
 
 // Store is an instrument.Sink that remembers recent turns and their spans. It is safe for
@@ -33,6 +34,8 @@ type Store struct {
 	line []byte
 	// spend reports what people and teams spent, for /api/turns (WithSpend); nil: nothing.
 	spend func() Spend
+	// limits reports a session's representative window (WithLimits); nil: none.
+	limits func(session string) (limits.Window, bool)
 }
 
 // maxLineBuffer bounds the line buffer the store keeps between turns.

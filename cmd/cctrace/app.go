@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/limits"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/provider"
 	"github.com/cctrace/cctrace/internal/proxy"
@@ -93,8 +94,12 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if a.teams, err = newTeams(o.teams, m, log); err != nil {
 		return nil, err
 	}
-	a.store = summary.New(summary.WithOutput(out), summary.WithSpend(a.teams.spend))
-	sinks := instrument.Sinks{m, a.store, a.teams.ledger}
+	lim, err := limits.New(reg, m.LabelOverflow("account"), limits.WithMaxAccounts(o.teams.maxUsers), limits.WithMaxTracked(o.maxSessions))
+	if err != nil {
+		return nil, fmt.Errorf("creating limit metrics: %w", err)
+	}
+	a.store = summary.New(summary.WithOutput(out), summary.WithSpend(a.teams.spend), summary.WithLimits(lim.Session))
+	sinks := instrument.Sinks{m, a.store, a.teams.ledger, lim}
 
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent), tracing.WithProvider(up.Provider())}
 	if host, port := hostPort(upstream); host != "" {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cctrace/cctrace/internal/limits"
 	"github.com/cctrace/cctrace/summary"
 )
 
@@ -139,7 +140,28 @@ func statusLineOf(st summary.SessionStatus, window int) string {
 			fmt.Fprintf(&b, " · ctx %s of %s", summary.Percent(float64(c.Tokens)/float64(window)), summary.Count(window))
 		}
 	}
+	if l := st.Limit; l != nil {
+		b.WriteString(" · ")
+		b.WriteString(limitText(*l, time.Now(), time.Local))
+	}
 	return b.String()
+}
+
+// limitText renders the window that binds the account now, e.g. "5h 42% · resets 20:00", the
+// reset in loc (with the weekday when it is more than a day away).
+func limitText(w limits.Window, now time.Time, loc *time.Location) string {
+	text := w.Name + " " + summary.Percent(w.Utilization)
+	if w.Status == "rejected" {
+		text = w.Name + " limit reached"
+	}
+	if !w.Reset.IsZero() {
+		layout := "15:04"
+		if w.Reset.Sub(now) > 24*time.Hour {
+			layout = "Mon 15:04"
+		}
+		text += " · resets " + w.Reset.In(loc).Format(layout)
+	}
+	return text
 }
 
 // statusStdin is what the status line command reads: stdin, unless it is a terminal (a person

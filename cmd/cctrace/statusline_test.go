@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/limits"
 	"github.com/cctrace/cctrace/summary"
 )
 
@@ -31,6 +32,10 @@ func TestStatusline(t *testing.T) {
 		switch r.PathValue("id") {
 		case "0b8f3c1e-aaaa":
 			_ = json.NewEncoder(w).Encode(status)
+		case "limited":
+			st := status
+			st.Limit = &limits.Window{Name: "5h", Utilization: 0.42}
+			_ = json.NewEncoder(w).Encode(st)
 		case "no-turn":
 			_ = json.NewEncoder(w).Encode(summary.SessionStatus{SessionID: "no-turn"})
 		case "slow":
@@ -62,6 +67,8 @@ func TestStatusline(t *testing.T) {
 			"cctrace turn 3 · 12.4s · 5 req · 7 tools · input 48.2k · output 1.2k · hit 93% · $0.0123 · ctx 5% of 1.0M"},
 		{"cctrace's window", srv.URL + "/", `{"session_id":"0b8f3c1e-aaaa"}`,
 			"cctrace turn 3 · 12.4s · 5 req · 7 tools · input 48.2k · output 1.2k · hit 93% · $0.0123 · ctx 24% of 200k"},
+		{"with the account's window", srv.URL, `{"session_id":"limited"}`,
+			"cctrace turn 3 · 12.4s · 5 req · 7 tools · input 48.2k · output 1.2k · hit 93% · $0.0123 · ctx 24% of 200k · 5h 42%"},
 		{"session not seen", srv.URL, `{"session_id":"new-one"}`, "cctrace: no turn yet"},
 		{"session without a turn", srv.URL, `{"session_id":"no-turn"}`, "cctrace: no turn yet"},
 		{"no session on stdin", srv.URL, "", "cctrace: no session"},
@@ -104,5 +111,22 @@ func TestStatuslineUsage(t *testing.T) {
 	stderr.Reset()
 	if code := statusline([]string{"-h"}, strings.NewReader(""), &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-url") {
 		t.Errorf("-h: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestLimitText(t *testing.T) {
+	now := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		w    limits.Window
+		want string
+	}{
+		{limits.Window{Name: "5h", Utilization: 0.42, Reset: now.Add(5 * time.Hour)}, "5h 42% · resets 20:00"},
+		{limits.Window{Name: "7d", Utilization: 0.9, Status: "allowed_warning", Reset: now.Add(72 * time.Hour)}, "7d 90% · resets Mon 15:00"},
+		{limits.Window{Name: "5h", Utilization: 1, Status: "rejected", Reset: now.Add(time.Hour)}, "5h limit reached · resets 16:00"},
+		{limits.Window{Name: "5h", Utilization: 0.07}, "5h 7%"},
+	} {
+		if got := limitText(tc.w, now, time.UTC); got != tc.want {
+			t.Errorf("limitText(%+v) = %q, want %q", tc.w, got, tc.want)
+		}
 	}
 }

@@ -246,8 +246,11 @@ func bedrockException(w io.Writer, errType, msg string) error {
 
 // RecordedScenario splits the name of a recording directory (testdata/claude-code) into the
 // scenario and the provider the fake played: "bedrock_tool_roundtrip" is the tool_roundtrip
-// scenario answered as Bedrock, "tool_roundtrip" the same as the Anthropic API.
+// scenario answered as Bedrock, "tool_roundtrip" the same as the Anthropic API, and
+// "ratelimit_subscription" the ratelimit scenario with the CLI logged in by a bearer token.
 func RecordedScenario(name string) (scenario string, provider wire.Provider) {
+	// A subscription's recording runs the scenario with a bearer token instead of an API key.
+	name = strings.TrimSuffix(name, "_subscription")
 	if prefix, rest, ok := strings.Cut(name, "_"); ok {
 		if p, err := wire.ParseProvider(prefix); err == nil && p != wire.ProviderAnthropic {
 			return rest, p

@@ -130,6 +130,8 @@ type Script struct {
 	Name    string
 	Rules   []Rule
 	Default Reply
+	// Limits, when set, reports the account's limits on every answer (ratelimit.go).
+	Limits *Limits
 }
 
 // IsTitle matches session-title side requests: no tools, a JSON schema output format, or a

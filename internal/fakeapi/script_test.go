@@ -137,7 +137,7 @@ func TestScenarioNames(t *testing.T) {
 	for _, want := range []string{
 		"compaction", "interactive", "midstream_error", "parallel_tools", "retry_529", "side_request",
 		"slow_pings", "subagent", "subagent_background", "tool_roundtrip",
-		"auto_compaction", "interrupted", "plan_mode", "sdk_tool_loop",
+		"auto_compaction", "interrupted", "plan_mode", "sdk_tool_loop", "ratelimit",
 	} {
 		s, err := Scenario(want)
 		if err != nil {
@@ -148,7 +148,7 @@ func TestScenarioNames(t *testing.T) {
 			t.Errorf("Scenario(%q) = %+v", want, s)
 		}
 	}
-	if len(names) != 18 {
+	if len(names) != 19 {
 		t.Errorf("ScenarioNames() = %v", names)
 	}
 	if _, err := Scenario("nope"); err == nil {

@@ -62,6 +62,7 @@ type Server struct {
 	tools  int
 	next   []int // per rule: index of its next reply
 	served []Served
+	limits limitState
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -177,7 +178,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 
 	var buf bytes.Buffer
 	tw := &teeWriter{w: w, buf: &buf}
+	s.rateLimitHeaders(w.Header(), hr, p.reply.Status == http.StatusTooManyRequests)
 	s.respond(tw, hr, &p)
+	s.serveLimits(hr, sv.Usage)
 	if p.cut {
 		s.mu.Lock()
 		cut := &s.served[idx]

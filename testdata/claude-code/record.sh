@@ -33,6 +33,16 @@ vertex_* | bedrock_* | foundry_*)
 	fake_scenario=${scenario#*_}
 	;;
 esac
+# The CLI's credential: an API key (x-api-key), or for a *_subscription recording a bearer token
+# (ANTHROPIC_AUTH_TOKEN, sent as Authorization: Bearer, as a subscription's login is), with the
+# scenario before the suffix.
+auth_env=(ANTHROPIC_API_KEY="$KEY")
+case $scenario in
+*_subscription)
+	auth_env=(ANTHROPIC_AUTH_TOKEN="$KEY")
+	fake_scenario=${scenario%_subscription}
+	;;
+esac
 
 tmp=$(mktemp -d)
 trap 'tmux -L "cctrace-record-$$" kill-server 2>/dev/null || true; kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -57,7 +67,7 @@ esac
 
 # claude runs the CLI in the scenario's HOME and working directory; extra environment comes first.
 claude() {
-	(cd "$tmp/work" && env HOME="$tmp/home" "${provider_env[@]}" ANTHROPIC_API_KEY="$KEY" \
+	(cd "$tmp/work" && env HOME="$tmp/home" "${provider_env[@]}" "${auth_env[@]}" \
 		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="${NONESSENTIAL_OFF-1}" \
 		timeout 180 "$CLAUDE" "$@" </dev/null)
 }
@@ -108,7 +118,7 @@ step() {
 }
 
 case $scenario in
-tool_roundtrip | retry_529 | slow_pings | midstream_error | stream_cut | output_limit | vertex_tool_roundtrip | bedrock_tool_roundtrip | foundry_tool_roundtrip)
+tool_roundtrip | retry_529 | ratelimit | ratelimit_subscription | slow_pings | midstream_error | stream_cut | output_limit | vertex_tool_roundtrip | bedrock_tool_roundtrip | foundry_tool_roundtrip)
 	step -p "Print hello with a shell command." --allowedTools Bash,Read
 	;;
 stop_hook)
