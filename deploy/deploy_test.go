@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 	"github.com/cctrace/cctrace/metrics"
 )
 

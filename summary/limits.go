@@ -1,6 +1,6 @@
 package summary
 
-import "github.com/cctrace/cctrace/internal/limits"
+import "github.com/cctrace/cctrace/limits"
 
 // WithLimits sets where Status takes the window that binds a session's account now (its
 // representative window, with the session's share of it); limit reports false when there is

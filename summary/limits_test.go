@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 )
 
 func TestStatusLimit(t *testing.T) {

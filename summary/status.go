@@ -7,7 +7,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 )
 
 // SessionStatus is what a status line shows of one session: its newest turn, live, and how full

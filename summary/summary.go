@@ -15,7 +15,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 )
 
 // Store is an instrument.Sink that remembers recent turns and their spans. It is safe for

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 	"github.com/cctrace/cctrace/summary"
 )
 

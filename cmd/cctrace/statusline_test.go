@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 	"github.com/cctrace/cctrace/summary"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/limits"
 	"github.com/cctrace/cctrace/internal/replay"
+	"github.com/cctrace/cctrace/limits"
 	"github.com/cctrace/cctrace/metrics"
 )
 
@@ -55,7 +55,7 @@ func play(t *testing.T, dirs ...string) (*limits.Sink, *prometheus.Registry, *re
 	tr := instrument.New(instrument.Sinks{sink},
 		instrument.WithPricing(metrics.DefaultPrices().ProviderCost(wire.ProviderAnthropic, false)))
 	for _, dir := range dirs {
-		ex, err := replay.Load(filepath.Join("..", "..", "testdata", "claude-code", dir))
+		ex, err := replay.Load(filepath.Join("..", "testdata", "claude-code", dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestRecordedLimits(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./internal/limits -update)", err)
+				t.Fatalf("%v (run go test ./limits -update)", err)
 			}
 			if string(got) != string(want) {
 				t.Errorf("metrics differ from %s:\n%s", golden, got)

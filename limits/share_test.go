@@ -13,7 +13,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
-	"github.com/cctrace/cctrace/internal/limits"
+	"github.com/cctrace/cctrace/limits"
 )
 
 var t0 = time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
