@@ -20,6 +20,7 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // Reading is one account's window (or API-key kind) as one answer reported it. The zero value
@@ -82,8 +83,8 @@ type config struct {
 const DefaultMaxAccounts = 100
 
 // WithMaxAccounts bounds the distinct values of the account label: later accounts count as
-// "other" (and in cctrace_label_overflow_total{label="account"} when given an overflow counter
-// with WithOverflow). Default DefaultMaxAccounts; n must be at least 1.
+// "other" (and in cctrace_label_overflow_total{label="account"} when New is given the metrics).
+// Default DefaultMaxAccounts; n must be at least 1.
 func WithMaxAccounts(n int) Option { return func(c *config) { c.maxAccounts = max(n, 1) } }
 
 // WithMaxTracked bounds the sessions and the turns whose shares the sink keeps in memory for
@@ -93,14 +94,19 @@ func WithMaxTracked(n int) Option { return func(c *config) { c.maxKept = max(n, 
 // WithRecorder hands every reading that changed and every share to r. Default: none.
 func WithRecorder(r Recorder) Option { return func(c *config) { c.rec = r } }
 
-// New registers the limit metrics on reg and returns the sink. overflow, when not nil, counts
-// accounts past the cap (metrics.Metrics.LabelOverflow("account")).
-func New(reg prometheus.Registerer, overflow prometheus.Counter, opts ...Option) (*Sink, error) {
+// New registers the limit metrics on reg and returns the sink. The account and window labels
+// past their caps count in the overflow counter of mt (cctrace_label_overflow_total), when it
+// is not nil.
+func New(reg prometheus.Registerer, mt *metrics.Metrics, opts ...Option) (*Sink, error) {
 	c := config{maxAccounts: DefaultMaxAccounts, maxKept: 10000}
 	for _, o := range opts {
 		o(&c)
 	}
-	m, err := newMetricSet(reg, c.maxAccounts, overflow)
+	accounts, windows := metrics.NewCappedLabel(c.maxAccounts), metrics.NewCappedLabel(maxWindowLabels)
+	if mt != nil {
+		accounts, windows = mt.CappedLabel("account", c.maxAccounts), mt.CappedLabel("window", maxWindowLabels)
+	}
+	m, err := newMetricSet(reg, accounts, windows)
 	if err != nil {
 		return nil, err
 	}

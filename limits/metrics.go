@@ -2,12 +2,12 @@ package limits
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // Metric names, exact: the alert rules and dashboards depend on them.
@@ -51,16 +51,16 @@ type metricSet struct {
 	apiLimit, apiRemaining, apiReset *prometheus.GaugeVec
 	refusals, growth                 *prometheus.CounterVec
 	turnShare                        *prometheus.HistogramVec
-	accounts, windows                *capped
+	accounts, windows                *metrics.CappedLabel
 }
 
-func newMetricSet(reg prometheus.Registerer, maxAccounts int, overflow prometheus.Counter) (*metricSet, error) {
+func newMetricSet(reg prometheus.Registerer, accounts, windows *metrics.CappedLabel) (*metricSet, error) {
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	}
 	m := &metricSet{
-		accounts: &capped{max: maxAccounts, seen: map[string]bool{}, overflow: overflow},
-		windows:  &capped{max: maxWindowLabels, seen: map[string]bool{}},
+		accounts: accounts,
+		windows:  windows,
 		utilization: gauge(nameUtilization,
 			`Share of a subscription window used (0..1) as the last answer of the account reported it, by account fingerprint and window ("5h", "7d", per-model weekly windows).`,
 			"account", "window"),
@@ -102,9 +102,9 @@ func newMetricSet(reg prometheus.Registerer, maxAccounts int, overflow prometheu
 }
 
 // accountLabel is the account label of a fingerprint, "unknown" for none.
-func (m *metricSet) accountLabel(id string) string { return m.accounts.value(id, "unknown") }
+func (m *metricSet) accountLabel(id string) string { return m.accounts.Value(id, "unknown") }
 
-func (m *metricSet) windowLabel(w string) string { return m.windows.value(w, "unknown") }
+func (m *metricSet) windowLabel(w string) string { return m.windows.Value(w, "unknown") }
 
 // unified sets the gauges of a subscription's reading.
 func (m *metricSet) unified(account string, rl *wire.RateLimit) {
@@ -170,31 +170,4 @@ func (m *metricSet) observeTurnShare(window string, share float64, trace instrum
 		return
 	}
 	o.Observe(share)
-}
-
-// capped admits the first max distinct values of a label and maps the rest to "other".
-type capped struct {
-	mu       sync.Mutex
-	max      int
-	seen     map[string]bool
-	overflow prometheus.Counter // nil: not counted
-}
-
-func (c *capped) value(v, def string) string {
-	if v == "" {
-		return def
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen[v] {
-		return v
-	}
-	if len(c.seen) >= c.max {
-		if c.overflow != nil {
-			c.overflow.Inc()
-		}
-		return "other"
-	}
-	c.seen[v] = true
-	return v
 }

@@ -94,7 +94,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if a.teams, err = newTeams(o.teams, m, log); err != nil {
 		return nil, err
 	}
-	lim, err := limits.New(reg, m.LabelOverflow("account"), limits.WithMaxAccounts(o.teams.maxUsers), limits.WithMaxTracked(o.maxSessions))
+	lim, err := limits.New(reg, m, limits.WithMaxAccounts(o.teams.maxUsers), limits.WithMaxTracked(o.maxSessions))
 	if err != nil {
 		return nil, fmt.Errorf("creating limit metrics: %w", err)
 	}
