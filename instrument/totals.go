@@ -107,6 +107,9 @@ func addUsage(a, b wire.Usage) wire.Usage {
 	a.CacheCreationInputTokens += b.CacheCreationInputTokens
 	a.CacheCreation5m += b.CacheCreation5m
 	a.CacheCreation1h += b.CacheCreation1h
+	a.ServerToolUse.WebSearch += b.ServerToolUse.WebSearch
+	a.ServerToolUse.WebFetch += b.ServerToolUse.WebFetch
+	a.ServerToolUse.CodeExecution += b.ServerToolUse.CodeExecution
 	return a
 }
 
@@ -135,19 +138,42 @@ func turnTotals(tr *turn) *Totals {
 	return &tr.totals.Totals
 }
 
-// price sets the cost of chat's answer (see WithPricing).
+// price sets the cost of chat's answer (see WithPricing): its usage, and the sub-inferences its
+// usage reports beside it (wire.Iteration), each at its own model's rates.
 func (t *Tracker) price(chat *Chat) {
 	if t.cfg.price == nil || chat.Response == nil || chat.Response.Message == nil {
 		return
 	}
 	msg := chat.Response.Message
+	cost, ok := t.priceAnswer(chat, msg.Usage)
+	for _, it := range msg.Iterations {
+		u := it.Usage
+		u.InferenceGeo = msg.Usage.InferenceGeo // where the request ran, the sub-inference ran
+		var usd float64
+		var priced bool
+		if it.Model != "" {
+			usd, priced = t.cfg.price(it.Model, u)
+		} else {
+			usd, priced = t.priceAnswer(chat, u)
+		}
+		cost, ok = cost+usd, ok && priced
+	}
+	if ok {
+		chat.Cost, chat.Priced = cost, true
+	}
+	chat.Unpriced = !ok
+}
+
+// priceAnswer prices u by the model requested or, when the price table does not know it (an
+// alias a gateway maps), by the model that answered.
+func (t *Tracker) priceAnswer(chat *Chat, u wire.Usage) (float64, bool) {
 	if b := chat.Request.Body; b != nil && b.Model != "" {
-		if chat.Cost, chat.Priced = t.cfg.price(b.Model, msg.Usage); chat.Priced {
-			return
+		if usd, ok := t.cfg.price(b.Model, u); ok {
+			return usd, true
 		}
 	}
-	if msg.Model != "" {
-		chat.Cost, chat.Priced = t.cfg.price(msg.Model, msg.Usage)
+	if m := chat.Response.Message.Model; m != "" {
+		return t.cfg.price(m, u)
 	}
-	chat.Unpriced = !chat.Priced
+	return 0, false
 }

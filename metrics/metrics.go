@@ -62,6 +62,7 @@ const (
 	nameReloads         = "cctrace_config_reloads_total"
 	nameReloadOK        = "cctrace_config_last_reload_successful"
 	nameBudgetRefusals  = "cctrace_budget_refusals_total"
+	nameServerTools     = "cctrace_server_tool_requests_total"
 )
 
 // MetricNames lists every cctrace metric family that New registers, in a stable order. Histograms
@@ -75,7 +76,7 @@ var MetricNames = []string{
 	nameToolCalls, nameToolDuration,
 	nameSubagents, nameSessionsActive,
 	nameNotDecoded, nameLabelOverflow,
-	nameReloads, nameReloadOK, nameBudgetRefusals,
+	nameReloads, nameReloadOK, nameBudgetRefusals, nameServerTools,
 }
 
 // Histogram buckets.
@@ -104,6 +105,13 @@ const (
 	tokenOutput        = "output"
 	tokenCacheRead     = "cache_read"
 	tokenCacheCreation = "cache_creation"
+)
+
+// Tools of cctrace_server_tool_requests_total.
+const (
+	toolWebSearch     = "web_search"
+	toolWebFetch      = "web_fetch"
+	toolCodeExecution = "code_execution"
 )
 
 // Labels of cctrace_bodies_not_decoded_total: which body, and which budget was full.
@@ -139,7 +147,7 @@ type Metrics struct {
 	subagentTypes, triggers, blockRoles, blockTypes   *cappedLabel
 	tokens, cacheCreation, cost, unpriced, requests   *prometheus.CounterVec
 	contentBlocks, compactions, turns, toolCalls      *prometheus.CounterVec
-	subagents, notDecoded                             *prometheus.CounterVec
+	subagents, notDecoded, serverTools                *prometheus.CounterVec
 	requestDuration, ttft, contextTokens, requestMsgs *prometheus.HistogramVec
 	toolDuration                                      *prometheus.HistogramVec
 	turnDuration, turnCost                            prometheus.Histogram
@@ -222,6 +230,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		requests: counter(nameRequests,
 			`API request attempts by model, request kind, HTTP status ("error" when none or the transport failed) and stop reason.`,
 			"model", "kind", "code", "stop_reason"),
+		serverTools: counter(nameServerTools,
+			"Requests of the API's own tools that answers ran and billed (usage.server_tool_use), by tool: web_search, web_fetch, code_execution.",
+			"tool"),
 		requestDuration: histogram(nameRequestDuration,
 			"Duration of API request attempts, from the request to the end of the response body.",
 			durationBuckets, "model", "kind"),
@@ -296,6 +307,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		l.overflow, l.name = m.labelOverflow, name
 	}
 	// Every series exists from the start, so that a rate over them is 0 rather than absent.
+	for _, tool := range []string{toolWebSearch, toolWebFetch, toolCodeExecution} {
+		m.serverTools.WithLabelValues(tool)
+	}
 	for _, body := range []string{bodyRequest, bodyResponse} {
 		for _, reason := range []string{reasonCopyBudget, reasonDecodeQueue} {
 			m.notDecoded.WithLabelValues(body, reason)
@@ -306,7 +320,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.tokens, m.cacheCreation, m.cost, m.unpriced, m.requests, m.requestDuration, m.ttft,
 		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnDuration,
 		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive, m.notDecoded,
-		m.turnCost, m.labelOverflow, m.reloads, m.reloadOK,
+		m.turnCost, m.labelOverflow, m.reloads, m.reloadOK, m.serverTools,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
@@ -462,15 +476,21 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 	if msg != nil {
 		u := msg.Usage
 		user, team := m.users.value(s.User, labelUnknown), m.teams.value(s.Team, labelNone)
-		o.add(m.tokens.WithLabelValues(model, tokenInput, user, team), float64(u.InputTokens))
-		o.add(m.tokens.WithLabelValues(model, tokenOutput, user, team), float64(u.OutputTokens))
-		o.add(m.tokens.WithLabelValues(model, tokenCacheRead, user, team), float64(u.CacheReadInputTokens))
-		o.add(m.tokens.WithLabelValues(model, tokenCacheCreation, user, team), float64(u.CacheCreationInputTokens))
-		if u.CacheCreation5m > 0 || u.CacheCreation1h > 0 {
-			o.add(m.cacheCreation.WithLabelValues(model, "5m"), float64(u.CacheCreation5m))
-			o.add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h))
-		}
+		m.addTokens(o, model, user, team, u)
 		o.observe(m.contextTokens.WithLabelValues(model), contextBuckets, float64(u.TotalInput()))
+		for _, it := range msg.Iterations {
+			// A sub-inference's tokens count under the model that ran it.
+			im := model
+			if it.Model != "" {
+				im = m.models.value(it.Model, labelUnknown)
+			}
+			m.addTokens(o, im, user, team, it.Usage)
+		}
+		for tool, n := range map[string]int{toolWebSearch: u.ServerToolUse.WebSearch, toolWebFetch: u.ServerToolUse.WebFetch, toolCodeExecution: u.ServerToolUse.CodeExecution} {
+			if n > 0 {
+				o.add(m.serverTools.WithLabelValues(tool), float64(n))
+			}
+		}
 		if c.Priced {
 			o.add(m.cost.WithLabelValues(model, user, team), c.Cost)
 		} else {
@@ -507,10 +527,29 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 	}
 }
 
+// addTokens counts u's tokens of model.
+func (m *Metrics) addTokens(o observer, model, user, team string, u wire.Usage) {
+	o.add(m.tokens.WithLabelValues(model, tokenInput, user, team), float64(u.InputTokens))
+	o.add(m.tokens.WithLabelValues(model, tokenOutput, user, team), float64(u.OutputTokens))
+	o.add(m.tokens.WithLabelValues(model, tokenCacheRead, user, team), float64(u.CacheReadInputTokens))
+	o.add(m.tokens.WithLabelValues(model, tokenCacheCreation, user, team), float64(u.CacheCreationInputTokens))
+	if u.CacheCreation5m > 0 || u.CacheCreation1h > 0 {
+		o.add(m.cacheCreation.WithLabelValues(model, "5m"), float64(u.CacheCreation5m))
+		o.add(m.cacheCreation.WithLabelValues(model, "1h"), float64(u.CacheCreation1h))
+	}
+}
+
 // statusCode is the code label: the HTTP status, or "error" when no response arrived or its
-// transport failed (upstream unreachable, stream cut, client gone).
+// transport failed (upstream unreachable, stream cut, client gone), or the error's type when an
+// error event cut a stream the status began (types the API does not document are "error").
 func statusCode(r *wire.Response) string {
 	if r == nil || r.Status == 0 || r.Err != "" {
+		return codeError
+	}
+	if r.ErrorType != "" && r.Status < 400 {
+		if apiErrorTypes[r.ErrorType] {
+			return r.ErrorType
+		}
 		return codeError
 	}
 	if s := r.Status; s >= firstStatus && s < firstStatus+len(statusDigits)/3 {
@@ -518,6 +557,13 @@ func statusCode(r *wire.Response) string {
 		return statusDigits[i : i+3]
 	}
 	return strconv.Itoa(r.Status)
+}
+
+// apiErrorTypes are the error types the Messages API documents.
+var apiErrorTypes = map[string]bool{
+	"invalid_request_error": true, "authentication_error": true, "billing_error": true,
+	"permission_error": true, "not_found_error": true, "request_too_large": true,
+	"rate_limit_error": true, "api_error": true, "overloaded_error": true, "timeout_error": true,
 }
 
 // firstStatus is the first HTTP status in statusDigits.

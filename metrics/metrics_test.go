@@ -333,6 +333,7 @@ func TestFamilies(t *testing.T) {
 		{nameReloads, dto.MetricType_COUNTER, "file result", nil},
 		{nameReloadOK, dto.MetricType_GAUGE, "file", nil},
 		{nameBudgetRefusals, dto.MetricType_COUNTER, "scope window", nil},
+		{nameServerTools, dto.MetricType_COUNTER, "tool", nil},
 	}
 	// A cap of one tool name, so that a label overflows.
 	m, reg := newMetrics(t, WithReplica(), WithBudgetEnforcement(), WithMaxToolNames(1))

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,6 +40,31 @@ type Prices struct {
 	// providers holds the cloud providers' own tables, by wire.Provider; a provider without
 	// one is billed at the table above (the Anthropic API's).
 	providers map[wire.Provider]*providerPrices
+	// geo multiplies the cost of the families it names by where inference ran
+	// (usage.inference_geo), and serverTools prices the API's own tools per request.
+	geo         map[string]*geoPremium
+	serverTools ServerToolPrices
+}
+
+// geoPremium is the cost of one inference geography over the global default.
+type geoPremium struct {
+	multiplier float64
+	families   map[string]bool
+}
+
+// GeoPremium is the JSON form of one inference geography's premium: a multiplier on the rates
+// of the models it names (family or exact ids).
+type GeoPremium struct {
+	Multiplier float64  `json:"multiplier"`
+	IDs        []string `json:"ids"`
+}
+
+// ServerToolPrices are USD per request of the API's own tools (usage.server_tool_use). A tool
+// with no price costs nothing beyond the tokens it adds.
+type ServerToolPrices struct {
+	WebSearch     float64 `json:"web_search"`
+	WebFetch      float64 `json:"web_fetch"`
+	CodeExecution float64 `json:"code_execution"`
 }
 
 // providerPrices is how one cloud provider's prices differ from the Anthropic API's.
@@ -71,6 +98,8 @@ type RegionalPremium struct {
 type ModelPrice struct {
 	// Name is a human name, e.g. "Claude Sonnet 4.5".
 	Name string `json:"name"`
+	// Source says where the rates were read.
+	Source string `json:"source,omitempty"`
 	// IDs are the model ids priced here. Family forms ("claude-sonnet-4-5") also match dated,
 	// provider-prefixed and [1m] ids; a full id ("claude-sonnet-4-5-20250929") matches only itself
 	// and wins over the family.
@@ -78,6 +107,9 @@ type ModelPrice struct {
 	Rates
 	// LongContext, when set, replaces Rates for requests with more input than its threshold.
 	LongContext *LongContext `json:"long_context,omitempty"`
+	// Fast multiplies the rates of an answer in fast mode (usage.speed "fast"); 0 when the
+	// model has none, and such an answer is unpriced.
+	Fast float64 `json:"fast,omitempty"`
 }
 
 // Rates are USD per million tokens. The zero value is free.
@@ -98,11 +130,13 @@ type LongContext struct {
 
 // priceFile is the JSON form of a price table.
 type priceFile struct {
-	Version   string                   `json:"version"`
-	Source    string                   `json:"source"`
-	Notes     []string                 `json:"notes"`
-	Models    []ModelPrice             `json:"models"`
-	Providers map[string]ProviderPrice `json:"providers"`
+	Version      string                   `json:"version"`
+	Source       string                   `json:"source"`
+	Notes        []string                 `json:"notes"`
+	Models       []ModelPrice             `json:"models"`
+	InferenceGeo map[string]GeoPremium    `json:"inference_geo"`
+	ServerTools  ServerToolPrices         `json:"server_tools"`
+	Providers    map[string]ProviderPrice `json:"providers"`
 }
 
 var defaultPrices = sync.OnceValue(func() *Prices {
@@ -134,9 +168,17 @@ func DefaultPrices() *Prices { return defaultPrices() }
 //	        "above_input_tokens": 200000,
 //	        "input": 6, "output": 22.5, "cache_read": 0.6,
 //	        "cache_write_5m": 7.5, "cache_write_1h": 12
-//	      }
+//	      },
+//	      "fast": 2,                           // optional: fast mode's multiplier
+//	      "source": "https://…"                // optional: where the rates were read
 //	    }
 //	  ],
+//	  "inference_geo": {                       // optional: where inference ran, if it costs more
+//	    "us": {"multiplier": 1.1, "ids": ["claude-opus-4-6"]}
+//	  },
+//	  "server_tools": {                        // optional: USD per request of the API's own tools
+//	    "web_search": 0.01, "web_fetch": 0, "code_execution": 0
+//	  },
 //	  "providers": {                           // optional: clouds that bill otherwise
 //	    "vertex": {                            // anthropic, vertex, bedrock or foundry
 //	      "source": "https://…",               // optional
@@ -184,6 +226,20 @@ func ParsePrices(b []byte) (*Prices, error) {
 	if err != nil {
 		return nil, err
 	}
+	for geo, g := range f.InferenceGeo {
+		if g.Multiplier < 1 || math.IsNaN(g.Multiplier) || math.IsInf(g.Multiplier, 0) {
+			return nil, fmt.Errorf(`"inference_geo": %s: "multiplier" must be at least 1, got %v`, geo, g.Multiplier)
+		}
+		if p.geo == nil {
+			p.geo = make(map[string]*geoPremium)
+		}
+		p.geo[geo] = &geoPremium{multiplier: g.Multiplier, families: families(g.IDs)}
+	}
+	st := f.ServerTools
+	if err := nonNegative(map[string]float64{"web_search": st.WebSearch, "web_fetch": st.WebFetch, "code_execution": st.CodeExecution}); err != nil {
+		return nil, fmt.Errorf(`"server_tools": %w`, err)
+	}
+	p.serverTools = st
 	for name, pp := range f.Providers {
 		provider, err := wire.ParseProvider(name)
 		if err != nil {
@@ -213,10 +269,7 @@ func parseProviderPrices(pp ProviderPrice) (*providerPrices, error) {
 			return nil, fmt.Errorf(`regional_premium: "multiplier" must be at least 1, got %v`, rp.Multiplier)
 		}
 		out.regionalPremium = rp.Multiplier
-		out.regionalFamilies = make(map[string]bool, len(rp.IDs))
-		for _, id := range rp.IDs {
-			out.regionalFamilies[Family(id)] = true
-		}
+		out.regionalFamilies = families(rp.IDs)
 	}
 	return out, nil
 }
@@ -272,6 +325,9 @@ func (m *ModelPrice) validate() error {
 	if err := m.Rates.validate(); err != nil {
 		return err
 	}
+	if m.Fast != 0 && (m.Fast < 1 || math.IsNaN(m.Fast) || math.IsInf(m.Fast, 0)) {
+		return fmt.Errorf(`"fast" must be at least 1, got %v`, m.Fast)
+	}
 	if lc := m.LongContext; lc != nil {
 		if lc.AboveInputTokens <= 0 {
 			return errors.New(`long_context: "above_input_tokens" must be positive`)
@@ -284,15 +340,15 @@ func (m *ModelPrice) validate() error {
 }
 
 func (r Rates) validate() error {
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"input", r.Input}, {"output", r.Output}, {"cache_read", r.CacheRead},
-		{"cache_write_5m", r.CacheWrite5m}, {"cache_write_1h", r.CacheWrite1h},
-	} {
-		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("%q must be a non-negative number, got %v", f.name, f.v)
+	return nonNegative(map[string]float64{"input": r.Input, "output": r.Output, "cache_read": r.CacheRead,
+		"cache_write_5m": r.CacheWrite5m, "cache_write_1h": r.CacheWrite1h})
+}
+
+// nonNegative checks that every value is a non-negative number.
+func nonNegative(values map[string]float64) error {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if v := values[name]; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%q must be a non-negative number, got %v", name, v)
 		}
 	}
 	return nil
@@ -311,14 +367,34 @@ func (p *Prices) Lookup(model string) (*ModelPrice, bool) {
 	return m, ok
 }
 
-// Cost returns the USD cost of one request's usage on model at the Anthropic API's rates, and
-// false when the model is unpriced.
+// Cost returns the USD cost of one request's usage on model at the Anthropic API's rates: its
+// tokens, times the fast mode and inference geography multipliers that apply, and the server
+// tools it ran. It reports false when the model is unpriced, or has no fast mode rate for an
+// answer in fast mode.
 func (p *Prices) Cost(model string, u wire.Usage) (float64, bool) {
 	m, ok := p.Lookup(model)
 	if !ok {
 		return 0, false
 	}
-	return m.Cost(u), true
+	return p.cost(m, model, u)
+}
+
+// cost prices u on m, a price of model (the Anthropic API's, or a provider's).
+func (p *Prices) cost(m *ModelPrice, model string, u wire.Usage) (float64, bool) {
+	usd := m.Cost(u)
+	if u.Speed == "fast" {
+		if m.Fast == 0 {
+			return 0, false
+		}
+		usd *= m.Fast
+	}
+	if g := p.geo[u.InferenceGeo]; g != nil && g.families[Family(model)] {
+		usd *= g.multiplier
+	}
+	st := u.ServerToolUse
+	usd += float64(st.WebSearch)*p.serverTools.WebSearch + float64(st.WebFetch)*p.serverTools.WebFetch +
+		float64(st.CodeExecution)*p.serverTools.CodeExecution
+	return usd, true
 }
 
 // ProviderCost returns Cost as provider bills it: at the provider's own rates for the models its
@@ -333,14 +409,15 @@ func (p *Prices) ProviderCost(provider wire.Provider, globalEndpoint bool) func(
 		return p.Cost
 	}
 	return func(model string, u wire.Usage) (float64, bool) {
-		usd, ok := 0.0, false
-		if pp.rates != nil {
-			usd, ok = pp.rates.Cost(model, u)
-		}
+		m, ok := pp.rates.Lookup(model)
 		if !ok {
-			if usd, ok = p.Cost(model, u); !ok {
+			if m, ok = p.Lookup(model); !ok {
 				return 0, false
 			}
+		}
+		usd, ok := p.cost(m, model, u)
+		if !ok {
+			return 0, false
 		}
 		if pp.regionalPremium > 0 && pp.regionalFamilies[Family(model)] && regionalEndpoint(provider, globalEndpoint, model) {
 			usd *= pp.regionalPremium
@@ -379,6 +456,15 @@ func (m *ModelPrice) Cost(u wire.Usage) float64 {
 		float64(w5m)*r.CacheWrite5m +
 		float64(w1h)*r.CacheWrite1h
 	return micro / 1e6
+}
+
+// families returns the set of Family(id) of ids.
+func families(ids []string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[Family(id)] = true
+	}
+	return out
 }
 
 var (

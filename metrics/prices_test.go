@@ -16,7 +16,7 @@ func TestDefaultPrices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded prices.json: %v", err)
 	}
-	if p.Version != "2026-11-29" || !strings.Contains(p.Source, "platform.claude.com") {
+	if p.Version != "2026-12-06" || !strings.Contains(p.Source, "platform.claude.com") {
 		t.Errorf("version %q, source %q: want the dated table citing Anthropic's pricing page", p.Version, p.Source)
 	}
 	if DefaultPrices() == nil {
@@ -247,4 +247,54 @@ func TestLoadPrices(t *testing.T) {
 			t.Errorf("LoadPrices(missing) = %v; want a wrapped os.ErrNotExist", err)
 		}
 	})
+}
+
+// TestDefaultPricesCiteTheirSources: every model of the built-in table says where its rates
+// were read.
+func TestDefaultPricesCiteTheirSources(t *testing.T) {
+	for _, m := range DefaultPrices().models {
+		if !strings.Contains(m.Source, "https://platform.claude.com/") {
+			t.Errorf("%s: source %q, want the page its rates were read on", m.Name, m.Source)
+		}
+	}
+}
+
+// TestPriceBeyondTokens prices what usage bills beside its tokens: fast mode, inference in the
+// US, and web searches.
+func TestPriceBeyondTokens(t *testing.T) {
+	p := DefaultPrices()
+	base := wire.Usage{InputTokens: 1_000_000, OutputTokens: 100_000}
+	opus := 4 + 0.1*20.0 // claude-opus-5-5: $4 input, $20 output per million
+	for _, tc := range []struct {
+		name  string
+		model string
+		edit  func(*wire.Usage)
+		want  float64
+		ok    bool
+	}{
+		{"standard", "claude-opus-5-5", func(*wire.Usage) {}, opus, true},
+		{"fast mode", "claude-opus-5-5", func(u *wire.Usage) { u.Speed = "fast" }, 2 * opus, true},
+		{"fast mode without a fast rate", "claude-sonnet-5-5", func(u *wire.Usage) { u.Speed = "fast" }, 0, false},
+		{"US inference", "claude-opus-5-5", func(u *wire.Usage) { u.InferenceGeo = "us" }, 1.1 * opus, true},
+		{"US inference of an older model", "claude-opus-4-5", func(u *wire.Usage) { u.InferenceGeo = "us" }, 0.8*5 + 0.1*25, true},
+		{"global inference", "claude-opus-5-5", func(u *wire.Usage) { u.InferenceGeo = "global" }, opus, true},
+		{"fast and US", "claude-opus-5-5", func(u *wire.Usage) { u.Speed, u.InferenceGeo = "fast", "us" }, 2.2 * opus, true},
+		{"web searches at $10 per 1,000", "claude-opus-5-5", func(u *wire.Usage) { u.ServerToolUse.WebSearch = 3 }, opus + 0.03, true},
+		{"web fetches and code execution cost their tokens", "claude-opus-5-5", func(u *wire.Usage) {
+			u.ServerToolUse.WebFetch, u.ServerToolUse.CodeExecution = 2, 1
+		}, opus, true},
+		{"Claude Fable 5.2", "claude-fable-5-2", func(*wire.Usage) {}, 8 + 0.1*40, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := base
+			if tc.model == "claude-opus-4-5" {
+				u.InputTokens = 1_000_000 - 200_000 // 0.8M at $5
+			}
+			tc.edit(&u)
+			got, ok := p.Cost(tc.model, u)
+			if ok != tc.ok || math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("Cost = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
 }

@@ -58,6 +58,12 @@ const (
 	keyRetryAttempt            = attribute.Key("cctrace.retry.attempt")
 	keyUsageCacheCreation5m    = attribute.Key("cctrace.usage.cache_creation.ephemeral_5m.input_tokens")
 	keyUsageCacheCreation1h    = attribute.Key("cctrace.usage.cache_creation.ephemeral_1h.input_tokens")
+	keyUsageWebSearch          = attribute.Key("cctrace.usage.server_tool_use.web_search_requests")
+	keyUsageWebFetch           = attribute.Key("cctrace.usage.server_tool_use.web_fetch_requests")
+	keyUsageCodeExecution      = attribute.Key("cctrace.usage.server_tool_use.code_execution_requests")
+	keyUsageSpeed              = attribute.Key("cctrace.usage.speed")
+	keyUsageInferenceGeo       = attribute.Key("cctrace.usage.inference_geo")
+	keyUsageIterations         = attribute.Key("cctrace.usage.iterations")
 	keyCountTokensInputTokens  = attribute.Key("cctrace.count_tokens.input_tokens")
 	keyUpstreamRequestID       = attribute.Key("cctrace.upstream.request_id")
 	keyResponseBodyBytes       = attribute.Key("cctrace.response.body_bytes")
@@ -317,6 +323,14 @@ func response(a *attrs, req *wire.Request, r *wire.Response) {
 	}
 	usage(a, m.Usage)
 	a.add(keyResponseToolUses.Int(len(m.ToolUses)))
+	// What the answer billed beyond its tokens.
+	st := m.Usage.ServerToolUse
+	a.positive(keyUsageWebSearch, st.WebSearch)
+	a.positive(keyUsageWebFetch, st.WebFetch)
+	a.positive(keyUsageCodeExecution, st.CodeExecution)
+	a.str(keyUsageSpeed, m.Usage.Speed)
+	a.str(keyUsageInferenceGeo, m.Usage.InferenceGeo)
+	a.positive(keyUsageIterations, len(m.Iterations))
 }
 
 // usage adds token usage. gen_ai.usage.input_tokens counts every input token, cached ones

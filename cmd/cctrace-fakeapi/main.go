@@ -1,7 +1,7 @@
 // Command cctrace-fakeapi serves a scripted fake of the Anthropic Messages API, for demos and for
 // recording what Claude Code sends:
 //
-//	go run ./cmd/cctrace-fakeapi --listen 127.0.0.1:0 --scenario tool_roundtrip [--record DIR] [--provider vertex]
+//	go run ./cmd/cctrace-fakeapi --listen 127.0.0.1:0 --scenario tool_roundtrip [--record DIR] [--provider vertex] [--page-cert FILE]
 //
 // It prints its base URL on stdout (use it as ANTHROPIC_BASE_URL, or as the base URL of the
 // provider it plays) and serves until interrupted. It demands no credential.
@@ -39,6 +39,7 @@ func run(args []string) error {
 		"scenario to serve: "+strings.Join(fakeapi.ScenarioNames(), ", "))
 	record := fs.String("record", "", "directory to record every exchange into (NNN.json)")
 	providerName := fs.String("provider", "anthropic", "provider to answer as: anthropic, vertex, bedrock or foundry")
+	pageCert := fs.String("page-cert", "", "serve the page WebFetch calls fetch over HTTPS, and write its certificate to this file (for NODE_EXTRA_CA_CERTS)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parsing flags: %w", err)
 	}
@@ -54,6 +55,14 @@ func run(args []string) error {
 	opts := []fakeapi.Option{fakeapi.WithLogger(logger), fakeapi.WithProvider(provider, fakeapi.Auth{})}
 	if *record != "" {
 		opts = append(opts, fakeapi.WithRecordDir(*record))
+	}
+	if *pageCert != "" {
+		page := fakeapi.NewPageServer()
+		defer page.Close()
+		if err := os.WriteFile(*pageCert, fakeapi.PageCertPEM(page), 0o600); err != nil {
+			return fmt.Errorf("writing the page's certificate: %w", err)
+		}
+		opts = append(opts, fakeapi.WithPageURL(page.URL+"/cctrace-page"))
 	}
 	srv := fakeapi.New(script, opts...)
 

@@ -395,6 +395,10 @@ func (p *bodyParser) tools() {
 				if r.boolean() {
 					tools.Deferred++
 				}
+			case "type":
+				if isServerTool(r.textBytes()) {
+					tools.Server++
+				}
 			case "cache_control":
 				p.cacheControl()
 			default:
@@ -402,6 +406,19 @@ func (p *bodyParser) tools() {
 			}
 		})
 	})
+}
+
+// serverToolTypes start the types of the tools the API runs itself (web_search_20250305, …):
+// the client runs the others, its own and Anthropic's (bash_…, text_editor_…, computer_…).
+var serverToolTypes = []string{"web_search_", "web_fetch_", "code_execution_", "advisor_", "tool_search_tool_"}
+
+func isServerTool(typ []byte) bool {
+	for _, prefix := range serverToolTypes {
+		if bytes.HasPrefix(typ, []byte(prefix)) {
+			return true
+		}
+	}
+	return false
 }
 
 // message reads one element of the messages array.

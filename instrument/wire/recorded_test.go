@@ -85,6 +85,7 @@ func refDecode(t *testing.T, body []byte) Body {
 		System json.RawMessage `json:"system"`
 		Tools  *[]struct {
 			Name         string          `json:"name"`
+			Type         string          `json:"type"`
 			DeferLoading bool            `json:"defer_loading"`
 			CacheControl json.RawMessage `json:"cache_control"`
 		} `json:"tools"`
@@ -100,6 +101,11 @@ func refDecode(t *testing.T, body []byte) Body {
 			want.Tools.Names = append(want.Tools.Names, tool.Name)
 			if tool.DeferLoading {
 				want.Tools.Deferred++
+			}
+			for _, prefix := range []string{"web_search_", "web_fetch_", "code_execution_", "advisor_", "tool_search_tool_"} {
+				if strings.HasPrefix(tool.Type, prefix) {
+					want.Tools.Server++
+				}
 			}
 			if cacheMarker(tool.CacheControl) {
 				want.CacheBreakpoints++
@@ -229,6 +235,21 @@ func refStream(t *testing.T, stream string, stopped time.Time) *MessageInfo {
 			Ephemeral5m *int `json:"ephemeral_5m_input_tokens"`
 			Ephemeral1h *int `json:"ephemeral_1h_input_tokens"`
 		} `json:"cache_creation"`
+		ServerToolUse *struct {
+			WebSearch     *int `json:"web_search_requests"`
+			WebFetch      *int `json:"web_fetch_requests"`
+			CodeExecution *int `json:"code_execution_requests"`
+		} `json:"server_tool_use"`
+		Speed        *string `json:"speed"`
+		InferenceGeo *string `json:"inference_geo"`
+		Iterations   *[]struct {
+			Type                     string `json:"type"`
+			Model                    string `json:"model"`
+			InputTokens              int    `json:"input_tokens"`
+			OutputTokens             int    `json:"output_tokens"`
+			CacheReadInputTokens     int    `json:"cache_read_input_tokens"`
+			CacheCreationInputTokens int    `json:"cache_creation_input_tokens"`
+		} `json:"iterations"`
 	}
 	var info MessageInfo
 	apply := func(u *usage) {
@@ -247,6 +268,28 @@ func refStream(t *testing.T, stream string, stopped time.Time) *MessageInfo {
 		if u.CacheCreation != nil {
 			set(&info.Usage.CacheCreation5m, u.CacheCreation.Ephemeral5m)
 			set(&info.Usage.CacheCreation1h, u.CacheCreation.Ephemeral1h)
+		}
+		if st := u.ServerToolUse; st != nil {
+			set(&info.Usage.ServerToolUse.WebSearch, st.WebSearch)
+			set(&info.Usage.ServerToolUse.WebFetch, st.WebFetch)
+			set(&info.Usage.ServerToolUse.CodeExecution, st.CodeExecution)
+		}
+		if u.Speed != nil && *u.Speed != "" {
+			info.Usage.Speed = *u.Speed
+		}
+		if u.InferenceGeo != nil && *u.InferenceGeo != "" {
+			info.Usage.InferenceGeo = *u.InferenceGeo
+		}
+		if u.Iterations != nil {
+			info.Iterations = nil
+			for _, it := range *u.Iterations {
+				if it.Type == "" || it.Type == "message" || it.Type == "fallback_message" {
+					continue
+				}
+				info.Iterations = append(info.Iterations, Iteration{Type: it.Type, Model: it.Model, Usage: Usage{
+					InputTokens: it.InputTokens, OutputTokens: it.OutputTokens,
+					CacheReadInputTokens: it.CacheReadInputTokens, CacheCreationInputTokens: it.CacheCreationInputTokens}})
+			}
 		}
 	}
 	info.Blocks = map[BlockType]int{}

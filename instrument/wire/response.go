@@ -634,6 +634,11 @@ func (b *messageBuilder) delta(r *tokens, raw []byte) {
 // usage reads a usage object from r. Fields it lacks (or has as null) keep their earlier values,
 // since message_delta may repeat only some of message_start's counts.
 func (b *messageBuilder) usage(r *tokens) {
+	r.object(func(name []byte) { b.usageMember(r, name) })
+}
+
+// usageMember reads the member name of a usage object.
+func (b *messageBuilder) usageMember(r *tokens, name []byte) {
 	u := &b.info.Usage
 	set := func(dst *int) {
 		if r.kind() == '0' {
@@ -642,30 +647,79 @@ func (b *messageBuilder) usage(r *tokens) {
 		}
 		r.skip()
 	}
-	r.object(func(name []byte) {
-		switch string(name) {
-		case "input_tokens":
-			set(&u.InputTokens)
-		case "output_tokens":
-			set(&u.OutputTokens)
-		case "cache_read_input_tokens":
-			set(&u.CacheReadInputTokens)
-		case "cache_creation_input_tokens":
-			set(&u.CacheCreationInputTokens)
-		case "cache_creation":
-			r.object(func(name []byte) {
-				switch string(name) {
-				case "ephemeral_5m_input_tokens":
-					set(&u.CacheCreation5m)
-				case "ephemeral_1h_input_tokens":
-					set(&u.CacheCreation1h)
-				default:
-					r.skip()
-				}
-			})
-		default:
-			r.skip()
+	switch string(name) {
+	case "input_tokens":
+		set(&u.InputTokens)
+	case "output_tokens":
+		set(&u.OutputTokens)
+	case "cache_read_input_tokens":
+		set(&u.CacheReadInputTokens)
+	case "cache_creation_input_tokens":
+		set(&u.CacheCreationInputTokens)
+	case "cache_creation":
+		r.object(func(name []byte) {
+			switch string(name) {
+			case "ephemeral_5m_input_tokens":
+				set(&u.CacheCreation5m)
+			case "ephemeral_1h_input_tokens":
+				set(&u.CacheCreation1h)
+			default:
+				r.skip()
+			}
+		})
+	case "server_tool_use":
+		r.object(func(name []byte) {
+			switch string(name) {
+			case "web_search_requests":
+				set(&u.ServerToolUse.WebSearch)
+			case "web_fetch_requests":
+				set(&u.ServerToolUse.WebFetch)
+			case "code_execution_requests":
+				set(&u.ServerToolUse.CodeExecution)
+			default:
+				r.skip()
+			}
+		})
+	case "speed":
+		if s := r.text(); s != "" {
+			u.Speed = s
 		}
+	case "inference_geo":
+		if s := r.text(); s != "" {
+			u.InferenceGeo = s
+		}
+	case "iterations":
+		b.iterations(r)
+	default:
+		r.skip()
+	}
+}
+
+// iterations reads usage.iterations, keeping the entries billed beside the top-level counts
+// (all but "message" and "fallback_message", the answer's own sampling). The last list read
+// stands: message_delta repeats message_start's.
+func (b *messageBuilder) iterations(r *tokens) {
+	b.info.Iterations = b.info.Iterations[:0]
+	r.array(func() {
+		var it Iteration
+		inner := &messageBuilder{}
+		r.object(func(name []byte) {
+			switch string(name) {
+			case "type":
+				it.Type = r.text()
+			case "model":
+				it.Model = r.text()
+			default:
+				// The counts share the top-level usage's names.
+				inner.usageMember(r, name)
+			}
+		})
+		switch it.Type {
+		case "", "message", "fallback_message":
+			return
+		}
+		it.Usage = inner.info.Usage
+		b.info.Iterations = append(b.info.Iterations, it)
 	})
 }
 

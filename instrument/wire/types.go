@@ -187,6 +187,7 @@ type ToolsInfo struct {
 	Present  bool // the request had a "tools" key (an empty list is Present with Count 0)
 	Count    int
 	Deferred int      // tools with defer_loading: true
+	Server   int      // tools the API runs itself (server tools: web_search_…, web_fetch_…, …)
 	Names    []string // tool names, in order, at most ToolNameLimit of them
 }
 
@@ -379,6 +380,8 @@ type MessageInfo struct {
 	ToolUses []ToolUse
 	// Text is the start of the response's text, truncated to PreviewLimit.
 	Text string
+	// Iterations are the sub-inferences the usage reports beside its top-level counts.
+	Iterations []Iteration
 }
 
 // Usage is token usage as the upstream reported it; for streams, the last cumulative value.
@@ -392,6 +395,31 @@ type Usage struct {
 	// (usage.cache_creation.ephemeral_5m_input_tokens / ephemeral_1h_input_tokens).
 	CacheCreation5m int `json:"cache_creation_5m,omitempty"`
 	CacheCreation1h int `json:"cache_creation_1h,omitempty"`
+	// ServerToolUse counts the API's own tools it ran for the answer (usage.server_tool_use),
+	// billed per request beside the tokens.
+	ServerToolUse ServerToolUse `json:"server_tool_use,omitzero"`
+	// Speed is usage.speed ("standard", "fast": fast mode costs a multiple) and InferenceGeo
+	// usage.inference_geo (where inference ran: "us" costs more for recent models); empty when
+	// not reported.
+	Speed        string `json:"speed,omitempty"`
+	InferenceGeo string `json:"inference_geo,omitempty"`
+}
+
+// ServerToolUse counts server tool requests (usage.server_tool_use). The zero value is none.
+type ServerToolUse struct {
+	WebSearch     int `json:"web_search_requests,omitempty"`
+	WebFetch      int `json:"web_fetch_requests,omitempty"`
+	CodeExecution int `json:"code_execution_requests,omitempty"`
+}
+
+// Iteration is one entry of usage.iterations other than the answer's own sampling ("message"):
+// a sub-inference the API ran within the request, such as an advisor's ("advisor_message") or a
+// compaction's, whose tokens the top-level counts leave out. Model is empty when the entry
+// names none (it ran on the request's model).
+type Iteration struct {
+	Type  string
+	Model string
+	Usage Usage
 }
 
 // TotalInput is every input token of the request: uncached, cache reads and cache writes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -66,6 +67,7 @@ func (p *plan) describe(sv *Served) {
 	default:
 		sv.Status = http.StatusOK
 		sv.Usage = r.Usage
+		sv.Iterations = r.Iterations
 		sv.StopReason = r.stopReason()
 		for _, c := range r.ToolCalls {
 			sv.ToolCalls = append(sv.ToolCalls, c.Name)
@@ -157,8 +159,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // usageJSON is the usage object of message_start and of JSON messages.
-func usageJSON(u Usage, output int) map[string]any {
-	return map[string]any{
+func usageJSON(u Usage, iterations []Iteration, output int) map[string]any {
+	m := map[string]any{
 		"input_tokens":                u.InputTokens,
 		"cache_creation_input_tokens": u.CacheCreationInputTokens,
 		"cache_read_input_tokens":     u.CacheReadInputTokens,
@@ -168,6 +170,29 @@ func usageJSON(u Usage, output int) map[string]any {
 		},
 		"output_tokens": output,
 		"service_tier":  "standard",
+	}
+	addBilling(m, u, iterations)
+	return m
+}
+
+// addBilling adds what else the usage bills, when the reply has it: the server tools run, the
+// speed, where inference ran, and the iterations.
+func addBilling(m map[string]any, u Usage, iterations []Iteration) {
+	if u.WebSearchRequests+u.WebFetchRequests+u.CodeExecutionRequests > 0 {
+		m["server_tool_use"] = map[string]int{
+			"web_search_requests":     u.WebSearchRequests,
+			"web_fetch_requests":      u.WebFetchRequests,
+			"code_execution_requests": u.CodeExecutionRequests,
+		}
+	}
+	if u.Speed != "" {
+		m["speed"] = u.Speed
+	}
+	if u.InferenceGeo != "" {
+		m["inference_geo"] = u.InferenceGeo
+	}
+	if len(iterations) > 0 {
+		m["iterations"] = iterations
 	}
 }
 
@@ -186,6 +211,12 @@ func toolInput(c ToolCall) []byte {
 // message is the non-streamed answer.
 func (p *plan) message() map[string]any {
 	content := []any{}
+	for i, c := range p.reply.ServerTools {
+		id := serverToolID(p.messageID, i)
+		content = append(content,
+			map[string]any{"type": "server_tool_use", "id": id, "name": c.Name, "input": c.Input},
+			map[string]any{"type": c.ResultType, "tool_use_id": id, "content": c.Results})
+	}
 	if p.reply.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": p.reply.Text})
 	}
@@ -202,7 +233,7 @@ func (p *plan) message() map[string]any {
 		"content":       content,
 		"stop_reason":   p.reply.stopReason(),
 		"stop_sequence": nil,
-		"usage":         usageJSON(p.reply.Usage, p.reply.Usage.OutputTokens),
+		"usage":         usageJSON(p.reply.Usage, p.reply.Iterations, p.reply.Usage.OutputTokens),
 	}
 }
 
@@ -282,7 +313,7 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 		"message": map[string]any{
 			"id": p.messageID, "type": "message", "role": "assistant", "model": p.model,
 			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-			"usage": usageJSON(r.Usage, 1),
+			"usage": usageJSON(startUsage(r.Usage), r.Iterations, 1),
 		},
 	})
 	p.started = e.err == nil
@@ -290,9 +321,38 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 	e.pings(r)
 
 	index := 0
+	for i, c := range r.ServerTools {
+		id := serverToolID(p.messageID, i)
+		e.event("content_block_start", map[string]any{
+			"type": "content_block_start", "index": index,
+			"content_block": map[string]any{"type": "server_tool_use", "id": id, "name": c.Name, "input": map[string]any{}},
+		})
+		input, err := json.Marshal(c.Input)
+		if err != nil {
+			panic(fmt.Sprintf("fakeapi: marshalling input of server tool %s: %v", c.Name, err))
+		}
+		for _, part := range splitText(string(input), s.cfg.chunk) {
+			e.event("content_block_delta", map[string]any{
+				"type": "content_block_delta", "index": index,
+				"delta": map[string]string{"type": "input_json_delta", "partial_json": part},
+			})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+		// The API sends a server tool's result whole, in its content_block_start.
+		e.event("content_block_start", map[string]any{
+			"type": "content_block_start", "index": index,
+			"content_block": map[string]any{"type": c.ResultType, "tool_use_id": id, "content": c.Results},
+		})
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
 	// cutInTool: the error comes inside the first tool call, after a whole text block.
 	cutInTool := r.StreamError != "" && len(r.ToolCalls) > 0
 	if r.Text != "" || r.StreamError != "" {
+		if index > 0 {
+			e.pings(r)
+		}
 		e.event("content_block_start", map[string]any{
 			"type": "content_block_start", "index": index,
 			"content_block": map[string]string{"type": "text", "text": ""},
@@ -343,12 +403,7 @@ func (s *Server) stream(w *teeWriter, hr *http.Request, p *plan) {
 	e.event("message_delta", map[string]any{
 		"type":  "message_delta",
 		"delta": map[string]any{"stop_reason": r.stopReason(), "stop_sequence": nil},
-		"usage": map[string]int{
-			"input_tokens":                r.Usage.InputTokens,
-			"cache_creation_input_tokens": r.Usage.CacheCreationInputTokens,
-			"cache_read_input_tokens":     r.Usage.CacheReadInputTokens,
-			"output_tokens":               r.Usage.OutputTokens,
-		},
+		"usage": deltaUsage(r.Usage, r.Iterations),
 	})
 	e.event("message_stop", map[string]string{"type": "message_stop"})
 	s.logStreamErr(p, e)
@@ -381,4 +436,28 @@ func splitText(s string, size int) []string {
 		s = s[n:]
 	}
 	return out
+}
+
+// deltaUsage is the usage of message_delta: the counts again, with the final output and what
+// else the answer bills.
+func deltaUsage(u Usage, iterations []Iteration) map[string]any {
+	m := map[string]any{
+		"input_tokens":                u.InputTokens,
+		"cache_creation_input_tokens": u.CacheCreationInputTokens,
+		"cache_read_input_tokens":     u.CacheReadInputTokens,
+		"output_tokens":               u.OutputTokens,
+	}
+	addBilling(m, u, iterations)
+	return m
+}
+
+// serverToolID is the id of the i-th server tool call of a message.
+func serverToolID(messageID string, i int) string {
+	return fmt.Sprintf("srvtoolu_%s_%02d", strings.TrimPrefix(messageID, "msg_"), i+1)
+}
+
+// startUsage is the usage message_start reports: the input counts, and no server tool run yet.
+func startUsage(u Usage) Usage {
+	u.WebSearchRequests, u.WebFetchRequests, u.CodeExecutionRequests = 0, 0, 0
+	return u
 }

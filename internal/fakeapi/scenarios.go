@@ -10,10 +10,12 @@ import (
 // Usage of the shared rules. Every scenario numbers its own replies differently, so that a total
 // identifies which replies were summed.
 var (
-	titleUsage      = Usage{InputTokens: 151, OutputTokens: 11}
-	sideUsage       = Usage{InputTokens: 53, OutputTokens: 3}
-	compactionUsage = Usage{InputTokens: 37, CacheReadInputTokens: 9001, OutputTokens: 401}
-	defaultUsage    = Usage{InputTokens: 13, OutputTokens: 2}
+	titleUsage = Usage{InputTokens: 151, OutputTokens: 11}
+	sideUsage  = Usage{InputTokens: 53, OutputTokens: 3}
+	// pageSummaryUsage answers WebFetch's request about the page it fetched.
+	pageSummaryUsage = Usage{InputTokens: 419, OutputTokens: 23}
+	compactionUsage  = Usage{InputTokens: 37, CacheReadInputTokens: 9001, OutputTokens: 401}
+	defaultUsage     = Usage{InputTokens: 13, OutputTokens: 2}
 	// notificationUsage answers the main chain's request that carries a background task's
 	// completion notice.
 	notificationUsage = Usage{InputTokens: 41, CacheReadInputTokens: 5303, OutputTokens: 7}
@@ -46,6 +48,10 @@ func withCommon(name string, rules ...Rule) Script {
 	common := []Rule{
 		{Name: "title", Match: IsTitle, Replies: []Reply{{
 			Text: `{"title":"Fake ` + name + ` session"}`, Usage: titleUsage,
+		}}},
+		// WebFetch's own request about the page it fetched, on a small model, without tools.
+		{Name: "page_summary", Match: lastUserSays(PageSummaryPrefix), Replies: []Reply{{
+			Text: "The page carries the marker " + PageMarker + ".", Usage: pageSummaryUsage,
 		}}},
 		{Name: "side", Match: IsSide, Replies: []Reply{{Text: "OK", Usage: sideUsage}}},
 		{Name: "compaction", Match: IsCompaction, Replies: []Reply{{

@@ -1,6 +1,8 @@
 package fakeapi
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -17,9 +19,29 @@ type Usage struct {
 	// up to it.
 	CacheCreation5m int `json:"ephemeral_5m_input_tokens"`
 	CacheCreation1h int `json:"ephemeral_1h_input_tokens"`
+	// WebSearchRequests, WebFetchRequests and CodeExecutionRequests are usage.server_tool_use:
+	// the server tools the API ran for the answer (see Reply.ServerTools).
+	WebSearchRequests     int `json:"web_search_requests"`
+	WebFetchRequests      int `json:"web_fetch_requests"`
+	CodeExecutionRequests int `json:"code_execution_requests"`
+	// Speed ("standard" or "fast") and InferenceGeo ("global", "us") are reported as given;
+	// empty leaves them out.
+	Speed        string `json:"speed"`
+	InferenceGeo string `json:"inference_geo"`
 }
 
-// Add returns the field-by-field sum of u and v.
+// Iteration is one entry of usage.iterations: a sub-inference such as an advisor's, reported
+// beside (not inside) the usage's counts.
+type Iteration struct {
+	Type                     string `json:"type"` // "message", "advisor_message", "compaction"
+	Model                    string `json:"model,omitempty"`
+	InputTokens              int    `json:"input_tokens"`
+	OutputTokens             int    `json:"output_tokens"`
+	CacheReadInputTokens     int    `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int    `json:"cache_creation_input_tokens"`
+}
+
+// Add returns the sum of u and v: counts add up, the speed and inference geo are u's, else v's.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
 		InputTokens:              u.InputTokens + v.InputTokens,
@@ -28,6 +50,11 @@ func (u Usage) Add(v Usage) Usage {
 		CacheCreationInputTokens: u.CacheCreationInputTokens + v.CacheCreationInputTokens,
 		CacheCreation5m:          u.CacheCreation5m + v.CacheCreation5m,
 		CacheCreation1h:          u.CacheCreation1h + v.CacheCreation1h,
+		WebSearchRequests:        u.WebSearchRequests + v.WebSearchRequests,
+		WebFetchRequests:         u.WebFetchRequests + v.WebFetchRequests,
+		CodeExecutionRequests:    u.CodeExecutionRequests + v.CodeExecutionRequests,
+		Speed:                    cmp.Or(u.Speed, v.Speed),
+		InferenceGeo:             cmp.Or(u.InferenceGeo, v.InferenceGeo),
 	}
 }
 
@@ -38,6 +65,16 @@ type ToolCall struct {
 	ID    string
 	Name  string
 	Input map[string]any // marshalled as the tool input JSON; nil sends {}
+}
+
+// ServerToolCall is a call of one of the API's own tools (web_search) that the API ran while
+// answering: a server_tool_use block and its result block, streamed before the reply's text.
+type ServerToolCall struct {
+	Name  string         // "web_search"
+	Input map[string]any // {"query": …}
+	// ResultType is the result block's type ("web_search_tool_result"); Results its content.
+	ResultType string
+	Results    []map[string]any
 }
 
 // Reply is one scripted answer. Exactly one of three shapes applies:
@@ -52,6 +89,10 @@ type ToolCall struct {
 type Reply struct {
 	Text      string
 	ToolCalls []ToolCall
+	// ServerTools come first in the answer; Usage should count them (WebSearchRequests, …).
+	ServerTools []ServerToolCall
+	// Iterations are reported in the usage as usage.iterations.
+	Iterations []Iteration
 	// StopReason defaults to "tool_use" when there are ToolCalls, else "end_turn".
 	StopReason string
 	Usage      Usage
@@ -191,6 +232,11 @@ func IsTaskNotification(r *Request) bool {
 		}
 	}
 	return false
+}
+
+// HasTool matches requests that offer the tool named name (a server tool by its name, too).
+func HasTool(name string) Matcher {
+	return func(r *Request) bool { return slices.Contains(r.ToolNames, name) }
 }
 
 // HasToolResults matches requests whose last message carries tool results.

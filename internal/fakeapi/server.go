@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -50,6 +51,8 @@ type Served struct {
 	// ErrorResults counts the tool results with is_error set that the request carries after
 	// its last assistant message: the failed calls of the answer before it.
 	ErrorResults int
+	// Iterations are the usage.iterations the reply reported.
+	Iterations []Iteration
 }
 
 // Server is the fake API, an http.Handler. Create it with New; it is safe for concurrent use.
@@ -73,6 +76,7 @@ type config struct {
 	chunk     int
 	provider  wire.Provider
 	auth      Auth
+	pageURL   string
 }
 
 // Option configures a Server.
@@ -88,6 +92,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithChunkSize sets the most bytes of text or tool input JSON per SSE delta. The default is 16;
 // text of at least two bytes is always split over at least two deltas.
 func WithChunkSize(n int) Option { return func(c *config) { c.chunk = n } }
+
+// WithPageURL sets the URL that stands for PageURL in the input of the tool calls the server
+// answers with: the page a WebFetch call fetches (see NewPageServer). The default leaves PageURL.
+func WithPageURL(url string) Option { return func(c *config) { c.pageURL = url } }
 
 // New returns a Server answering with script.
 func New(script Script, opts ...Option) *Server {
@@ -228,6 +236,10 @@ func (s *Server) planMessage(req *Request, seq int) plan {
 		if c.ID == "" {
 			s.tools++
 			c.ID = fmt.Sprintf("toolu_fake%04d_%02d", seq, s.tools)
+		}
+		if s.cfg.pageURL != "" && c.Input["url"] == PageURL {
+			c.Input = maps.Clone(c.Input)
+			c.Input["url"] = s.cfg.pageURL
 		}
 		calls[i] = c
 	}

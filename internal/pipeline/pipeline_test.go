@@ -171,6 +171,13 @@ func throughProxy(t *testing.T, dir, scenario string) {
 	for _, sv := range fake.Served() {
 		if sv.Path == "/v1/messages" {
 			served = served.Add(sv.Usage)
+			// A sub-inference's tokens (an advisor's) are billed beside the answer's own.
+			for _, it := range sv.Iterations {
+				if it.Type != "message" {
+					served = served.Add(fakeapi.Usage{InputTokens: it.InputTokens, OutputTokens: it.OutputTokens,
+						CacheReadInputTokens: it.CacheReadInputTokens, CacheCreationInputTokens: it.CacheCreationInputTokens})
+				}
+			}
 		}
 	}
 	for typ, want := range map[string]int{

@@ -51,7 +51,8 @@ rm -rf "$out"
 mkdir -p "$out"
 
 (cd "$repo" && go build -o "$tmp/fakeapi" ./cmd/cctrace-fakeapi)
-"$tmp/fakeapi" --listen 127.0.0.1:0 --scenario "$fake_scenario" --provider "$provider" --record "$out" >"$tmp/url" 2>"$tmp/fake.log" &
+"$tmp/fakeapi" --listen 127.0.0.1:0 --scenario "$fake_scenario" --provider "$provider" --record "$out" \
+	--page-cert "$tmp/page-cert.pem" >"$tmp/url" 2>"$tmp/fake.log" &
 fake_pid=$!
 for _ in $(seq 50); do [ -s "$tmp/url" ] && break; sleep 0.1; done
 url=$(cat "$tmp/url")
@@ -118,7 +119,7 @@ step() {
 }
 
 case $scenario in
-tool_roundtrip | retry_529 | ratelimit | ratelimit_subscription | slow_pings | midstream_error | stream_cut | output_limit | vertex_tool_roundtrip | bedrock_tool_roundtrip | foundry_tool_roundtrip)
+tool_roundtrip | retry_529 | ratelimit | ratelimit_subscription | slow_pings | midstream_error | stream_cut | output_limit | slow_tool | billing | vertex_tool_roundtrip | bedrock_tool_roundtrip | foundry_tool_roundtrip)
 	step -p "Print hello with a shell command." --allowedTools Bash,Read
 	;;
 stop_hook)

@@ -1,0 +1,1 @@
+$ claude -p Print hello with a shell command. --allowedTools Bash,Read
