@@ -3,6 +3,7 @@
 #
 #   bash scripts/test.sh                 # all stages
 #   bash scripts/test.sh static unit     # only the named stages (tools always runs first)
+#   bash scripts/test.sh -h              # this text
 #
 # Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
 # end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (e2e/ and
@@ -152,6 +153,14 @@ run_bench() {
 	# body must pass byte-identical through every proxy and spans must reach the collector.
 	bash scripts/bench.sh -short
 }
+
+case ${1:-} in
+-h | --help)
+	# The header of this file is its usage.
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' scripts/test.sh
+	exit 0
+	;;
+esac
 
 SELECTED=("$@")
 for s in "${SELECTED[@]}"; do
