@@ -11,6 +11,10 @@ import (
 
 const continuationPrefix = "This session is being continued from a previous conversation"
 
+// outputJSONSchema is output_config.format.type of an answer in a JSON schema: Claude Code's
+// session title asks for one.
+const outputJSONSchema = "json_schema"
+
 // pendingCompaction is what the tracker remembers between a compaction summary and the
 // continuation request.
 type pendingCompaction struct {
@@ -29,7 +33,7 @@ func (t *Tracker) startCompaction(ex *exchange) {
 	t.closeTools(sess, body, ex.span.Start)
 	t.countNewBlocks(ex.span.Chat, ex.chain, body)
 	ex.chain.seen, ex.chain.lastHash, ex.chain.lastKind = true, ex.hash, RequestCompaction
-	ex.chain.messages = len(body.Messages)
+	ex.chain.messages, ex.chain.first = len(body.Messages), body.FirstHumanTextHash
 	if tr := sess.turn; tr != nil && !tr.compactionOnly {
 		t.joinTurn(ex, tr, ex.span.Start)
 		return

@@ -83,12 +83,18 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 		agents:   make(map[string]*chain),
 		tools:    make(map[string]*openTool),
 	}
-	if req.Headers.SessionID != "" || strings.HasPrefix(req.Headers.UserAgent, "claude-cli/") ||
-		(req.Body != nil && req.Body.System.BillingHeader != "") {
+	if fromClaudeCode(req) {
 		s.agent = mainAgentName
 	}
 	t.sessions[id] = s
 	return s
+}
+
+// fromClaudeCode reports whether req shows any sign of Claude Code: its session header, its user
+// agent, or the billing header in its system prompt.
+func fromClaudeCode(req *wire.Request) bool {
+	return req.Headers.SessionID != "" || strings.HasPrefix(req.Headers.UserAgent, "claude-cli/") ||
+		(req.Body != nil && req.Body.System.BillingHeader != "")
 }
 
 // evict ends everything open in sess, with outcome (OutcomeEvicted, OutcomeShutdown or

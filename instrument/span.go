@@ -45,6 +45,9 @@ const (
 	RequestToolResults RequestKind = "tool_results" // a main-chain request carrying tool results
 	RequestSubagent    RequestKind = "subagent"     // any request of a subagent
 	RequestAuxiliary   RequestKind = "auxiliary"    // side requests: titles, classifiers, …
+	// RequestTool is a request a running tool call makes of the API itself (WebSearch's search,
+	// WebFetch's question about the page it fetched): a chat span under that call's.
+	RequestTool        RequestKind = "tool"
 	RequestCompaction  RequestKind = "compaction"   // the summarisation request of a compaction
 	RequestCountTokens RequestKind = "count_tokens" // /v1/messages/count_tokens
 	// RequestResumption is a main-chain request that goes on with an answer whose stream was cut

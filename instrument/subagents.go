@@ -19,8 +19,9 @@ type subagentRun struct {
 }
 
 // chainFor finds the chain of a conversational request, creating a subagent run when a new
-// subagent shows up. It returns a nil chain for side requests.
-func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun) {
+// subagent shows up. It returns the running tool call instead when the request is one that call
+// makes (toolFor), and a nil chain for a side request (continuesMain).
+func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun, *openTool) {
 	req := &ex.span.Chat.Request
 	body := req.Body
 	sess := ex.sess
@@ -39,20 +40,28 @@ func (t *Tracker) chainFor(ex *exchange) (*chain, *subagentRun) {
 		}
 	}
 	if key == nil {
-		if !body.Tools.Present || body.Tools.Count == 0 {
-			return nil, nil // a side request: titles, classifiers, …
+		if tool := t.toolFor(sess, &sess.main, body); tool != nil {
+			return nil, nil, tool
 		}
-		return &sess.main, nil
+		if !t.continuesMain(ex) {
+			return nil, nil, nil
+		}
+		return &sess.main, nil, nil
 	}
 	ch := sess.agents[string(key)]
 	if ch == nil {
 		ch = &chain{}
 		sess.agents[string(key)] = ch
 	}
+	if ch.sub != nil && !ch.sub.ended {
+		if tool := t.toolFor(sess, ch, body); tool != nil {
+			return nil, nil, tool
+		}
+	}
 	if ch.sub == nil || ch.sub.ended {
 		ch.sub = t.startSubagent(ex)
 	}
-	return ch, ch.sub
+	return ch, ch.sub, nil
 }
 
 // agentKey appends the key of the subagent chain whose requests carry agent id id.

@@ -1,6 +1,8 @@
 package instrument
 
 import (
+	"cmp"
+	"encoding/json"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +26,10 @@ type openTool struct {
 	subagent *subagentRun
 	// async is set when the Agent call's result says the subagent runs in the background.
 	async bool
+	// input is the start of the call's input (wire.ToolUse.Input), and requests the chain of
+	// the requests the call made of the API itself while it ran (nil before the first).
+	input    string
+	requests *chain
 	// root and call are where span and span.Tool live (one allocation, not three).
 	root Span
 	call Tool
@@ -65,7 +71,7 @@ func (t *Tracker) openTools(ex *exchange, msg *wire.MessageInfo) {
 		if start.IsZero() {
 			start = ex.span.End
 		}
-		ot := &openTool{turn: ex.turn, chain: ex.chain, sub: ex.sub}
+		ot := &openTool{turn: ex.turn, chain: ex.chain, sub: ex.sub, input: tu.Input}
 		ot.call = Tool{Name: tu.Name, CallID: tu.ID, InputBytes: tu.InputBytes, Agent: tu.Agent}
 		if t.cfg.capture {
 			ot.call.Input = t.cfg.scrub(tu.Input)
@@ -173,6 +179,78 @@ func (t *Tracker) endTool(sess *session, id string, tool *openTool, end time.Tim
 		tot.Add(span)
 	}
 	t.sink.SpanEnded(span)
+}
+
+// toolFor finds the running tool call of chain ch's agent that made a request, if the request
+// is one a tool makes of the API itself. The rule (docs/wire.md): a request of an agent that
+// holds a conversation other than the agent's own and offers the client no tool, while a tool
+// call of that agent runs, belongs to that call (WebSearch's search, WebFetch's question about
+// the page it fetched). Among several: the call whose own requests it goes on with (a retry),
+// else the one whose input it quotes, else the oldest that made none yet, else the newest. An
+// Agent call's requests are its subagent's (subagents.go).
+func (t *Tracker) toolFor(sess *session, ch *chain, body *wire.Body) *openTool {
+	if !ch.seen || body.FirstHumanTextHash == ch.first || body.Tools.Count != body.Tools.Server {
+		return nil
+	}
+	var quoted, fresh, newest *openTool
+	for _, id := range sortedToolIDs(sess.tools) {
+		tool := sess.tools[id]
+		switch {
+		case tool.chain != ch || tool.span.Tool.Agent != nil:
+			continue
+		case tool.requests != nil && tool.requests.first == body.FirstHumanTextHash:
+			return tool
+		case quoted == nil && quotes(body.FirstHumanText, tool.input):
+			quoted = tool
+		}
+		if tool.requests == nil && (fresh == nil || tool.span.Start.Before(fresh.span.Start)) {
+			fresh = tool
+		}
+		if newest == nil || tool.span.Start.After(newest.span.Start) {
+			newest = tool
+		}
+	}
+	return cmp.Or(quoted, fresh, newest)
+}
+
+// quotes reports whether text carries one of the string values of a tool call's input (a JSON
+// object; its start when cut), such as a search's query.
+func quotes(text, input string) bool {
+	var values map[string]any
+	if json.Unmarshal([]byte(input), &values) != nil {
+		return false
+	}
+	for _, v := range values {
+		if s, ok := v.(string); ok && len(s) >= minQuote && strings.Contains(text, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// minQuote is the shortest input value quotes looks for: shorter ones match by chance.
+const minQuote = 8
+
+// startToolRequest starts ex's chat span under the running tool call that made it: a request of
+// the tool's own conversation with the API (WebSearch's search, WebFetch's question about the
+// page), counted in the turn and the subagent the call counts in. Like a side request, it
+// counts no new content blocks: the tool's result carries what came of it into the
+// conversation.
+func (t *Tracker) startToolRequest(ex *exchange, tool *openTool) {
+	if tool.requests == nil {
+		tool.requests = &chain{}
+	}
+	ch, req, chat := tool.requests, &ex.span.Chat.Request, ex.span.Chat
+	body := req.Body
+	chat.Kind = RequestTool
+	if ch.seen && body.HistoryHash == ch.lastHash && (ch.failed || req.Headers.RetryCount > 0) {
+		chat.Attempt = ch.attempt + 1
+	}
+	ex.chain, ex.tool, ex.sub = ch, tool, tool.sub
+	ex.span.Agent = tool.span.Agent
+	t.startChild(ex, tool.span, tool.turn)
+	ch.seen, ch.lastHash, ch.attempt = true, body.HistoryHash, chat.Attempt
+	ch.messages, ch.first = len(body.Messages), body.FirstHumanTextHash
 }
 
 func sortedToolIDs(tools map[string]*openTool) []string {

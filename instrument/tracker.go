@@ -160,7 +160,7 @@ func (t *Tracker) Response(resp *wire.Response) {
 	for tot := range counts(ex.turn, ex.sub) {
 		tot.Add(span)
 	}
-	if msg != nil && !failed && ex.chain != nil {
+	if msg != nil && !failed && ex.chain != nil && ex.tool == nil {
 		t.openTools(ex, msg)
 	}
 	if ex.orphan {
@@ -282,6 +282,7 @@ type exchange struct {
 	chain *chain       // nil for side requests
 	turn  *turn        // the turn whose totals it counts into; nil for standalone traces
 	sub   *subagentRun // set for subagent requests
+	tool  *openTool    // set for the requests a running tool call makes
 	hash  uint64
 	// orphan: its span waits for a turn to adopt it; done: its response already ended;
 	// untraced: a request outside any session (RequestNoSession), in no trace.

@@ -17,10 +17,12 @@ const stopMaxTokens = "max_tokens"
 // request within milliseconds.
 const recoveryWindow = 10 * time.Second
 
-// chain is one agent's conversation within a session: the main agent's, or a subagent's.
+// chain is one conversation within a session: the main agent's, a subagent's, or the one a
+// running tool holds with the API.
 type chain struct {
 	sub      *subagentRun // nil for the main chain
 	seen     bool         // a request of this chain was tracked already
+	first    uint64       // Body.FirstHumanTextHash of its requests
 	messages int          // message count of the last request
 	context  int          // all input tokens of the last successful response
 	lastHash uint64       // Body.HistoryHash of the last request
@@ -67,8 +69,12 @@ func (t *Tracker) startConversational(ex *exchange) {
 	sess := ex.sess
 	chat := ex.span.Chat
 
-	ch, sub := t.chainFor(ex)
-	if ch == nil {
+	ch, sub, tool := t.chainFor(ex)
+	switch {
+	case tool != nil:
+		t.startToolRequest(ex, tool)
+		return
+	case ch == nil:
 		t.startSide(ex)
 		return
 	}
@@ -144,7 +150,29 @@ func (t *Tracker) startConversational(ex *exchange) {
 		}
 	}
 	ch.seen, ch.lastHash, ch.lastKind, ch.attempt = true, body.HistoryHash, chat.Kind, chat.Attempt
-	ch.messages = len(body.Messages)
+	ch.messages, ch.first = len(body.Messages), body.FirstHumanTextHash
+}
+
+// continuesMain reports whether a request of no subagent, and of no running tool, goes on with
+// the session's main conversation or starts one; if not, it is a side request. What marks a side
+// request (docs/wire.md): Claude Code's session title (an answer in a JSON schema, no tools), and
+// any other request of Claude Code's that offers the client no tool and holds a conversation
+// other than the main one. Any other request, from any other client, is a prompt of its
+// conversation, tools or not.
+func (t *Tracker) continuesMain(ex *exchange) bool {
+	body := ex.span.Chat.Request.Body
+	sess := ex.sess
+	if sess.agent != mainAgentName {
+		return true
+	}
+	switch {
+	case body.Tools.Count == 0 && body.OutputFormat == outputJSONSchema:
+		return false
+	case body.Tools.Count != body.Tools.Server:
+		return true
+	}
+	return sess.main.seen && (body.FirstHumanTextHash == sess.main.first ||
+		strings.HasPrefix(body.FirstHumanText, continuationPrefix))
 }
 
 // startTurn opens a new turn in sess, ending the open one as interrupted, and adopts side
@@ -273,7 +301,10 @@ func (t *Tracker) afterResponse(ex *exchange, resp *wire.Response, failed bool) 
 	}
 	waits := stop == "tool_use" || stop == "pause_turn"
 
-	if ex.sub != nil {
+	switch {
+	case ex.tool != nil:
+		return // the tool call's result ends it, with the main chain's next request
+	case ex.sub != nil:
 		t.endRun(ex, !failed && msg != nil && !waits)
 		return
 	}
@@ -376,7 +407,9 @@ func syntheticKind(m *wire.Message) Synthetic {
 // new turn of the main agent: its newest user or assistant message is a user message with human
 // text that is not one of Claude Code's own texts (an interruption, which comes with what the
 // user typed next, counts as human) and does not come with tool results. Subagents' requests,
-// side requests without tools (titles), compaction summaries and continuations are no new turn.
+// Claude Code's requests that offer the client no tool (titles, a tool's own requests such as
+// WebSearch's), answers in a JSON schema (titles), compaction summaries and continuations are
+// no new turn; another client's prompt is one, tools or not.
 //
 // It is the tracker's rule without the tracker's state, for a decision that cannot wait for the
 // tracker (refusing a request before it is forwarded): it cannot see that a request goes on with
@@ -386,7 +419,10 @@ func OpensTurn(req *wire.Request) bool {
 	if req.Endpoint != wire.EndpointMessages || b == nil {
 		return false
 	}
-	if req.Headers.AgentID != "" || b.System.Subagent || b.Tools.Count == 0 || isCompactionSummary(b) {
+	if req.Headers.AgentID != "" || b.System.Subagent || isCompactionSummary(b) {
+		return false
+	}
+	if b.Tools.Count == b.Tools.Server && (fromClaudeCode(req) || b.OutputFormat == outputJSONSchema) {
 		return false
 	}
 	last := lastConversational(b)

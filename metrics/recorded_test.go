@@ -209,6 +209,12 @@ func TestRecordedServerToolsAndStreamErrors(t *testing.T) {
 	for _, tc := range []struct {
 		scenario, name, want string
 	}{
+		{"web_search", nameServerTools, `# HELP cctrace_server_tool_requests_total Requests of the API's own tools that answers ran and billed (usage.server_tool_use), by tool: web_search, web_fetch, code_execution.
+# TYPE cctrace_server_tool_requests_total counter
+cctrace_server_tool_requests_total{tool="code_execution"} 0
+cctrace_server_tool_requests_total{tool="web_fetch"} 0
+cctrace_server_tool_requests_total{tool="web_search"} 1
+`},
 		{"billing", nameServerTools, `# HELP cctrace_server_tool_requests_total Requests of the API's own tools that answers ran and billed (usage.server_tool_use), by tool: web_search, web_fetch, code_execution.
 # TYPE cctrace_server_tool_requests_total counter
 cctrace_server_tool_requests_total{tool="code_execution"} 1

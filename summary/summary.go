@@ -175,7 +175,8 @@ type Messages struct {
 	AssistantText    int `json:"assistant_text"`
 	ToolCalls        int `json:"tool_calls"`
 	TextAndToolCalls int `json:"text_and_tool_calls"`
-	// SideRequests counts auxiliary requests (titles, classifiers) and token counts.
+	// SideRequests counts auxiliary requests (titles, classifiers), the requests tools made
+	// and token counts.
 	SideRequests int `json:"side_requests"`
 }
 
@@ -431,7 +432,7 @@ func (s *Store) countSession(sp *instrument.Span) {
 // assistant message it got.
 func (m *Messages) count(c *instrument.Chat) {
 	switch c.Kind {
-	case instrument.RequestAuxiliary, instrument.RequestCountTokens, instrument.RequestOther:
+	case instrument.RequestAuxiliary, instrument.RequestCountTokens, instrument.RequestOther, instrument.RequestTool:
 		if c.Attempt == 0 {
 			m.SideRequests++
 		}

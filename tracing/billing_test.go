@@ -47,7 +47,7 @@ func TestChatSpanCarriesTheBill(t *testing.T) {
 		got := attrMap(s)
 		for k, v := range want {
 			if got[k] != v {
-				t.Errorf("%s = %v, want %v", k, got[k].Emit(), v.Emit())
+				t.Errorf("%s = %v, want %v", k, got[k].String(), v.String())
 			}
 		}
 		if _, ok := got[keyUsageWebSearch]; ok {

@@ -138,7 +138,7 @@ func TestScenarioNames(t *testing.T) {
 		"compaction", "interactive", "midstream_error", "parallel_tools", "retry_529", "side_request",
 		"slow_pings", "subagent", "subagent_background", "tool_roundtrip",
 		"auto_compaction", "interrupted", "plan_mode", "sdk_tool_loop", "ratelimit",
-		"slow_tool", "billing",
+		"slow_tool", "billing", "web_search", "web_search_pause", "web_fetch", "subagent_web_search",
 	} {
 		s, err := Scenario(want)
 		if err != nil {
@@ -149,7 +149,7 @@ func TestScenarioNames(t *testing.T) {
 			t.Errorf("Scenario(%q) = %+v", want, s)
 		}
 	}
-	if len(names) != 21 {
+	if len(names) != 25 {
 		t.Errorf("ScenarioNames() = %v", names)
 	}
 	if _, err := Scenario("nope"); err == nil {

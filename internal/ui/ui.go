@@ -311,7 +311,7 @@ func spanClass(r *summary.Record) string {
 		c += " compaction"
 	case r.Attempt > 0:
 		c += " retry"
-	case r.Request == "auxiliary" || r.Request == "count_tokens":
+	case r.Request == "auxiliary" || r.Request == "count_tokens" || r.Request == "tool":
 		c += " side"
 	}
 	if r.End == nil {

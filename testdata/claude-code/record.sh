@@ -122,6 +122,18 @@ case $scenario in
 tool_roundtrip | retry_529 | ratelimit | ratelimit_subscription | slow_pings | midstream_error | stream_cut | output_limit | slow_tool | billing | vertex_tool_roundtrip | bedrock_tool_roundtrip | foundry_tool_roundtrip)
 	step -p "Print hello with a shell command." --allowedTools Bash,Read
 	;;
+web_search | web_search_pause)
+	step -p "Search the web for cctrace." --allowedTools WebSearch
+	;;
+subagent_web_search)
+	step -p "Have a subagent search the web for cctrace." --allowedTools Agent,WebSearch
+	;;
+web_fetch)
+	# Claude Code fetches the page itself: it must trust the page server's certificate, and skip
+	# the check of the domain with Anthropic that it makes first.
+	NODE_EXTRA_CA_CERTS="$tmp/page-cert.pem" step -p "Fetch the page and tell me its marker." --allowedTools WebFetch \
+		--settings '{"skipWebFetchPreflight": true}'
+	;;
 stop_hook)
 	# A Stop hook that blocks the first end of the turn (exit 2, its stderr the feedback) and lets
 	# the second one through.

@@ -1,0 +1,1 @@
+$ claude -p Have a subagent search the web for cctrace. --allowedTools Agent,WebSearch

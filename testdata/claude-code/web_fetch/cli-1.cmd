@@ -1,0 +1,1 @@
+$ claude -p Fetch the page and tell me its marker. --allowedTools WebFetch --settings {"skipWebFetchPreflight": true}

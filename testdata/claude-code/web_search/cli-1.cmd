@@ -1,0 +1,1 @@
+$ claude -p Search the web for cctrace. --allowedTools WebSearch
