@@ -15,6 +15,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"go.uber.org/goleak"
+
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -325,7 +327,7 @@ func TestClientGoneStopsSlowStream(t *testing.T) {
 	go func() { ts.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(harness.Patience):
 		t.Fatal("the handler kept streaming after the client went away")
 	}
 }

@@ -381,7 +381,7 @@ func TestPingsAreNotDelayed(t *testing.T) {
 			if !strings.Contains(ev, "ping") {
 				t.Fatalf("event %d: %q, want a ping", i, ev)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(harness.Patience):
 			t.Fatalf("ping %d was held back by the proxy", i)
 		}
 	}
@@ -517,7 +517,7 @@ func TestClientFaults(t *testing.T) {
 		resp.Body.Close()
 		select {
 		case <-canceled:
-		case <-time.After(5 * time.Second):
+		case <-time.After(harness.Patience):
 			t.Fatal("the upstream stream went on after the client left")
 		}
 		if chat := s.chatSpan(t, 1); chat.ErrorType != "canceled" {

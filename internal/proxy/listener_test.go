@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	testharness "github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // testHeaderTimeout stands for cctrace's ReadHeaderTimeout (30 s) in these tests.
@@ -110,14 +112,14 @@ func TestAcceptOnFirstByteBounds(t *testing.T) {
 		if _, err := io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\n"); err != nil {
 			t.Fatal(err)
 		}
-		if !closedWithin(t, c, 10*time.Second) {
+		if !closedWithin(t, c, testharness.Patience) {
 			t.Error("a connection whose headers never end is not closed")
 		}
 	})
 	t.Run("idle connection closed", func(t *testing.T) {
 		addr, _ := serveProxy(t, firstByte(3*testHeaderTimeout))
 		c := dialRaw(t, addr)
-		if !closedWithin(t, c, 10*time.Second) {
+		if !closedWithin(t, c, testharness.Patience) {
 			t.Error("a connection that sends nothing is not closed after the idle time")
 		}
 	})
@@ -127,7 +129,7 @@ func TestAcceptOnFirstByteBounds(t *testing.T) {
 		c := dialRaw(t, addr)
 		time.Sleep(50 * time.Millisecond) // accepted
 		srv.Close()
-		if !closedWithin(t, c, 10*time.Second) {
+		if !closedWithin(t, c, testharness.Patience) {
 			t.Error("a waiting connection outlives the server")
 		}
 	})

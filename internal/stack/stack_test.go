@@ -15,6 +15,7 @@ import (
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/proxy"
+	"github.com/cctrace/cctrace/internal/testkit/harness"
 )
 
 // TestNewRejectsUpstream checks that New reports what the proxy refuses, and builds nothing then.
@@ -79,7 +80,7 @@ func TestResolve(t *testing.T) {
 	cancel()
 	select {
 	case <-pipe.Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(harness.Patience):
 		t.Fatal("pipeline did not stop")
 	}
 	sink.mu.Lock()
