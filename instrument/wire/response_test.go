@@ -606,6 +606,19 @@ func FuzzStreamDecoder(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint16(11))
 	}
+	// Past a full preview, where the deltas that change nothing are passed over unread.
+	full := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + strings.Repeat("x", PreviewLimit+8) + "\"}}\n\n"
+	for _, s := range []string{
+		"event: content_block_delta\ndata: " + textDeltaJSON + "\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		"event: content_block_delta\ndata: {\"type\":\n\nevent: content_block_delta\ndata:" + textDeltaJSON + "\n\n",
+		"event: content_block_delta\ndata: x\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		"event: content_block_delta\ndata: x\r\n\r\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		"event: content_block_delta\ndata: x\revent: message_stop\rdata: {\"type\":\"message_stop\"}\n\n",
+		"event: content_block_delta\ndata: x\n: c\n\nevent: content_block_delta\ndata: x\n",
+	} {
+		f.Add([]byte(full+s), uint16(13))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte, seed uint16) {
 		whole := decodeStream(raw)
 		// Chunk sizes derived from seed: any chunking must decode the same way.
