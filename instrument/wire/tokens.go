@@ -128,11 +128,10 @@ func (t *tokens) skip() { t.value() }
 // str reads a string and returns it raw, quotes included; any other value is skipped and gives
 // nil.
 func (t *tokens) str() []byte {
-	if t.kind() != '"' {
-		t.skip()
-		return nil
+	if v := t.value(); len(v) > 0 && v[0] == '"' {
+		return v
 	}
-	return t.value()
+	return nil
 }
 
 // text reads a string and decodes it; any other value gives "".
@@ -145,19 +144,18 @@ func (t *tokens) text() string {
 
 // boolean reads a value and reports whether it is true.
 func (t *tokens) boolean() bool {
-	k := t.kind()
-	t.skip()
-	return k == 't'
+	v := t.value()
+	return len(v) > 0 && v[0] == 't'
 }
 
 // integer reads a number and returns it when it is an integer that fits an int; anything else
 // gives 0.
 func (t *tokens) integer() int {
-	if t.kind() != '0' {
-		t.skip()
+	v := t.value()
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
 		return 0
 	}
-	n, err := strconv.Atoi(string(t.value()))
+	n, err := strconv.Atoi(string(v))
 	if err != nil {
 		return 0
 	}
