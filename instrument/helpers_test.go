@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -59,6 +60,17 @@ func (r *recorder) SpanEnded(s *Span) {
 		r.t.Fatalf("span %q ends (%v) before it starts (%v)", s.Name, s.End, s.Start)
 	}
 	r.ended[s.ID] = true
+}
+
+// SpanSuspended forgets a span that another tracker resumes (WithInFlight): that one starts it
+// again and ends it, so that the recorder, shared by both, holds each span once.
+func (r *recorder) SpanSuspended(s *Span) {
+	r.t.Helper()
+	if !r.started[s.ID] || r.ended[s.ID] {
+		r.t.Fatalf("span %q suspended while not running", s.Name)
+	}
+	delete(r.started, s.ID)
+	r.spans = slices.DeleteFunc(r.spans, func(o *Span) bool { return o.ID == s.ID })
 }
 
 func (r *recorder) SessionsActive(n int) { r.sessions = append(r.sessions, n) }

@@ -22,6 +22,7 @@ type config struct {
 	price          func(model string, u wire.Usage) (usd float64, ok bool) // nil: none
 	replica        bool
 	joinClient     bool
+	inFlight       InFlightStore // nil: turns in flight end at Close
 }
 
 // AdoptWindow is how long a side request that arrives while no turn is open (a title, a

@@ -76,6 +76,11 @@ func (t *Tracker) sessionFor(req *wire.Request) *session {
 		}
 		t.evict(oldest, req.Time, OutcomeEvicted)
 	}
+	if t.cfg.replica && t.cfg.inFlight != nil {
+		if s := t.takeSuspended(id); s != nil {
+			return s
+		}
+	}
 	s := &session{
 		id:       id,
 		agent:    otherClientName,

@@ -6,6 +6,7 @@
 package instrument
 
 import (
+	"context"
 	"sort"
 	"strconv"
 	"time"
@@ -198,7 +199,9 @@ func (t *Tracker) Tick(now time.Time) {
 }
 
 // Close ends every open span as of now (outcome "shutdown", or "handed_off" with WithReplica:
-// another replica may go on with the turn) and forgets all state.
+// another replica may go on with the turn) and forgets all state. With WithInFlight, the turns
+// in flight that the next process can go on with are kept in the store instead, and their open
+// spans left to it.
 func (t *Tracker) Close(now time.Time) {
 	ids := make([]uint64, 0, len(t.open))
 	for id := range t.open {
@@ -210,6 +213,9 @@ func (t *Tracker) Close(now time.Time) {
 		delete(t.open, id)
 		ex.span.End = now
 		ex.span.Status, ex.span.ErrorType, ex.span.StatusMessage = StatusError, "shutdown", "cctrace stopped before the response ended"
+		if ex.chain != nil {
+			ex.chain.failed = true // what the client sends next repeats it, or goes on after it
+		}
 		if !ex.orphan {
 			t.sink.SpanEnded(ex.span)
 		} else {
@@ -220,7 +226,12 @@ func (t *Tracker) Close(now time.Time) {
 	if t.cfg.replica {
 		outcome = OutcomeHandedOff
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
 	for _, sess := range t.sortedSessions() {
+		if t.cfg.inFlight != nil && suspendable(sess) && t.suspend(ctx, sess, now) {
+			continue
+		}
 		t.evict(sess, now, outcome)
 	}
 	t.reportSessions()

@@ -76,6 +76,7 @@ type spanKey struct {
 }
 
 var _ instrument.Sink = (*Sink)(nil)
+var _ instrument.Suspender = (*Sink)(nil)
 
 // New builds a Sink with its own TracerProvider. Without WithExporterFromEnv or
 // WithSpanProcessor it records spans and drops them.
@@ -297,6 +298,24 @@ func (s *Sink) SpanEnded(sp *instrument.Span) {
 		h.span.End(trace.WithTimestamp(h.end))
 	}
 	span.End(trace.WithTimestamp(sp.End))
+}
+
+// SpanSuspended forgets sp, a started span that another process ends (instrument.Suspender):
+// nothing of it is exported here. When sp is a turn's root, the spans of that turn held so far
+// go out now: their parent is the root the next process exports, with the same ids.
+func (s *Sink) SpanSuspended(sp *instrument.Span) {
+	s.mu.Lock()
+	delete(s.open, spanKey{sp.TraceID, sp.ID})
+	var release []heldSpan
+	if ht := s.turns[sp.TraceID]; ht != nil && !sp.Parent.IsValid() && sp.Kind == instrument.KindTurn {
+		release = ht.spans
+		s.held -= len(ht.spans)
+		delete(s.turns, sp.TraceID)
+	}
+	s.mu.Unlock()
+	for _, h := range release {
+		h.span.End(trace.WithTimestamp(h.end))
+	}
 }
 
 // complete adds sp's events and status to span.

@@ -780,3 +780,39 @@ func TestSinkPerson(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspendedSpansAreLeftToTheNextProcess: a turn's root and running tool span that the
+// tracker suspends (the next process ends them) are never exported here, not even at shutdown;
+// the turn's spans held so far go out at once, under the root the next process exports.
+func TestSuspendedSpansAreLeftToTheNextProcess(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	s, err := New(WithSpanProcessor(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := &instrument.Span{TraceID: turnTrace, ID: sid(1), Kind: instrument.KindTurn, Name: "invoke_agent claude-code",
+		SessionID: "s", Start: at(0), Turn: &instrument.Turn{Index: 1}}
+	chat := &instrument.Span{TraceID: turnTrace, ID: sid(2), Parent: sid(1), Kind: instrument.KindChat, Name: "chat m",
+		SessionID: "s", Start: at(10), Chat: &instrument.Chat{Kind: instrument.RequestTurn}}
+	tool := &instrument.Span{TraceID: turnTrace, ID: sid(3), Parent: sid(1), Kind: instrument.KindTool, Name: "execute_tool Bash",
+		SessionID: "s", Start: at(20), Tool: &instrument.Tool{Name: "Bash", CallID: "toolu_1"}}
+	for _, sp := range []*instrument.Span{root, chat, tool} {
+		s.SpanStarted(sp)
+	}
+	chat.End = at(20)
+	s.SpanEnded(chat)
+	if n := len(rec.Ended()); n != 0 {
+		t.Fatalf("%d spans exported before the turn ended", n)
+	}
+	s.SpanSuspended(tool)
+	s.SpanSuspended(root)
+	if got := rec.Ended(); len(got) != 1 || got[0].Name() != "chat m" {
+		t.Fatalf("exported %d spans at the suspension, want the held chat span", len(got))
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.Ended()); n != 1 {
+		t.Errorf("%d spans exported after shutdown, want only the chat span: the root and the tool are the next process's", n)
+	}
+}

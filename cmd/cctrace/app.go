@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/inflight"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/provider"
 	"github.com/cctrace/cctrace/internal/proxy"
@@ -131,7 +134,22 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.joinClient {
 		tropts = append(tropts, instrument.WithJoinClientTrace())
 	}
-	p, pipe, err := stack.New(upstream, instrument.New(sinks, tropts...), log, a.teams.resolve,
+	// A cctrace that serves others keeps its turns in flight in the state directory when it
+	// stops, and the next one goes on with them: a restart or an upgrade splits no turn. A
+	// private one (run, demo) ends with its only client. A replica does so only in a state
+	// directory it was given: the default one is its own, often gone with its container, where
+	// a turn kept would be lost rather than handed off.
+	var inFlight instrument.InFlightStore
+	if !o.teams.private && o.teams.stateDir != "" && (!o.replica || o.teams.stateDir != stateDir(os.Getenv)) {
+		if store, err := inflight.Open(filepath.Join(o.teams.stateDir, "inflight")); err != nil {
+			log.Warn("cannot keep turns in flight in the state directory: a restart ends them", "error", err)
+		} else {
+			inFlight = store
+			tropts = append(tropts, instrument.WithInFlight(store))
+		}
+	}
+	tr := instrument.New(sinks, tropts...)
+	p, pipe, err := stack.New(upstream, tr, log, a.teams.resolve,
 		append(a.teams.proxyOptions(!up.ReplacesCredentials()), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
 			proxy.WithProvider(up.Provider()), proxy.WithRoute(up.Route), proxy.WithUpstreamAuth(up.Transport))...)
 	if err != nil {
@@ -199,6 +217,16 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		a.metricsOnlySrv = &http.Server{Handler: only, ReadHeaderTimeout: 10 * time.Second}
 	}
 
+	if inFlight != nil {
+		// Before the pipeline runs: the tracker is its goroutine's from then on.
+		n, err := tr.Resume(ctx)
+		if err != nil {
+			log.Warn("some turns in flight at the last stop could not be resumed", "error", err)
+		}
+		if n > 0 {
+			log.Info("resumed turns in flight at the last stop", "turns", n)
+		}
+	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopPipe = cancel
 	a.wg.Add(3)

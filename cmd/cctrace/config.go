@@ -113,7 +113,7 @@ func addTeamFlags(fs *flag.FlagSet, t *teamOptions) {
 	fs.StringVar(&t.identityHeader, "identity-header", identity.DefaultHeader, "request header naming the person (set it in ANTHROPIC_CUSTOM_HEADERS); empty: not read")
 	fs.StringVar(&t.identityOrder, "identity-order", "header,account,key", "which identities attribute a request, in order: header, account (metadata.user_id's account_uuid), key (the credential's fingerprint)")
 	fs.StringVar(&t.identitySecretFile, "identity-secret-file", "", "file with the secret (32 bytes or more) credential fingerprints are keyed with; default CCTRACE_IDENTITY_SECRET, else one generated in --state-dir")
-	fs.StringVar(&t.stateDir, "state-dir", stateDir(os.Getenv), "where cctrace keeps its generated fingerprint secret")
+	fs.StringVar(&t.stateDir, "state-dir", stateDir(os.Getenv), "where cctrace keeps its generated fingerprint secret, and the turns in flight when it stops")
 	fs.StringVar(&t.directory, "directory", "", "YAML file naming people and teams by their identities; reread when it changes")
 	fs.IntVar(&t.maxUsers, "max-users", metrics.DefaultMaxUsers, "distinct user label values in metrics; the rest are \"other\"")
 	fs.IntVar(&t.maxTeams, "max-teams", metrics.DefaultMaxTeams, "distinct team label values in metrics; the rest are \"other\"")

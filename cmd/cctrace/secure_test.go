@@ -48,7 +48,9 @@ func startServe(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
 	s := &served{proxyAddr: freeAddr(t), metricsAddr: freeAddr(t), out: &harness.Buffer{}}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", s.proxyAddr, "--metrics-listen", s.metricsAddr}, args...)...)
-	s.cmd.Env = append(baseEnv(), env...)
+	// A state directory of its own: what one cctrace keeps there (its turns in flight at a stop)
+	// is not another test's.
+	s.cmd.Env = append(append(baseEnv(), "XDG_STATE_HOME="+t.TempDir()), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
