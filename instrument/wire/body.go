@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/zeebo/xxh3"
 )
 
@@ -90,6 +89,7 @@ type scratch struct {
 	messages []Message
 	buf      []byte
 	checks   []checkpoint
+	anatomy  anatomist
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -106,7 +106,8 @@ const maxScratchBuf = 64 << 10
 // parser returns a parser of b that works in s's arrays. s.messages is not given to it: only
 // the caller knows whether the Body keeps that array.
 func (s *scratch) parser(b []byte) bodyParser {
-	return bodyParser{b: b, out: &Body{}, msgs: s.texts[:0], uses: s.uses[:0], pending: s.pending[:0], buf: s.buf, checks: s.checks[:0]}
+	s.anatomy.reset()
+	return bodyParser{b: b, out: &Body{}, msgs: s.texts[:0], uses: s.uses[:0], pending: s.pending[:0], buf: s.buf, checks: s.checks[:0], a: &s.anatomy}
 }
 
 // keep takes back, emptied, the arrays p worked in (or grew from s's), and msgs, when it is
@@ -118,6 +119,7 @@ func (s *scratch) keep(p *bodyParser, msgs []Message) {
 	clear(p.uses)
 	clear(p.pending)
 	s.uses, s.pending, s.checks = p.uses[:0], p.pending[:0], p.checks[:0]
+	s.anatomy.reset()
 	if cap(p.msgs) <= maxScratchMessages {
 		s.texts = p.msgs[:0]
 	}
@@ -147,6 +149,8 @@ type bodyParser struct {
 	uses    [][]byte
 	pending []pendingResult
 	buf     []byte // for decoding texts whose length is counted
+	// a builds the Anatomy; it is the scratch's.
+	a *anatomist
 
 	// What a BodyCache needs to resume a later body of the same conversation (track set):
 	track bool
@@ -259,6 +263,7 @@ func (p *bodyParser) messages() {
 	}
 	r.token()
 	p.messagesStart = r.offset() - 1
+	p.a.startMessages()
 	if p.track {
 		p.head = *p.out
 		p.hist.Reset()
@@ -331,21 +336,66 @@ func (p *bodyParser) outputConfig() {
 func (p *bodyParser) system() {
 	r := &p.r
 	sys := &p.out.System
+	a := p.a
 	switch r.kind() {
 	case '"':
+		raw := r.value()
 		sys.Blocks = 1
-		sys.Bytes = len(decoded(r.value(), &p.buf))
+		sys.Bytes = len(decoded(raw, &p.buf))
+		a.add(SectionSystem, Part{Kind: PartSystemPrompt}, sys.Bytes, 1)
+		a.blockHash.Reset()
+		hashMember(&a.blockHash, []byte("text"), raw)
+		a.system = append(a.system, SystemHash{Part: PartSystemPrompt, Hash: a.blockHash.Sum64()})
 	case '[':
+		index := 0
+		prompt := false // the prompt proper was read
 		r.array(func() {
-			blockType, text := p.typedTextBlock()
-			if string(blockType) != "text" || text == nil {
-				return
+			at := Location{Section: SectionSystem, Index: index}
+			index++
+			a.blockHash.Reset()
+			var blockType, text []byte
+			marked, ttl := false, ""
+			r.object(func(name []byte) {
+				from := r.offset()
+				switch string(name) {
+				case "type":
+					blockType = r.textBytes()
+				case "text":
+					text = r.str()
+				case "cache_control":
+					marked, ttl = p.cacheControl()
+					return
+				default:
+					r.skip()
+				}
+				hashMember(&a.blockHash, name, r.src[from:r.offset()])
+			})
+			hash := a.blockHash.Sum64()
+			if string(blockType) == "text" && text != nil {
+				n := len(decoded(text, &p.buf))
+				sys.Blocks++
+				sys.Bytes += n
+				part := PartAppendedPrompt
+				switch {
+				case bytes.HasPrefix(text[1:], []byte(billingHeaderPrefix)):
+					part = PartBillingHeader
+					if sys.BillingHeader == "" {
+						sys.BillingHeader = unquotePrefix(text, PreviewLimit)
+						sys.Subagent = strings.Contains(sys.BillingHeader, subagentMarker)
+					}
+				case !prompt && isIdentityLine(text):
+					part = PartIdentity
+				case !prompt:
+					part, prompt = PartSystemPrompt, true
+				}
+				a.add(SectionSystem, Part{Kind: part}, n, 1)
+				a.system = append(a.system, SystemHash{Part: part, Hash: hash})
+			} else {
+				a.add(SectionSystem, Part{Kind: PartOther}, 0, 1)
+				a.system = append(a.system, SystemHash{Part: PartOther, Hash: hash})
 			}
-			sys.Blocks++
-			sys.Bytes += len(decoded(text, &p.buf))
-			if sys.BillingHeader == "" && bytes.HasPrefix(text[1:], []byte(billingHeaderPrefix)) {
-				sys.BillingHeader = unquotePrefix(text, PreviewLimit)
-				sys.Subagent = strings.Contains(sys.BillingHeader, subagentMarker)
+			if marked {
+				a.breakpoint(SectionSystem, at, ttl)
 			}
 		})
 	default:
@@ -353,58 +403,92 @@ func (p *bodyParser) system() {
 	}
 }
 
-// typedTextBlock reads a block object keeping only its type and text (raw, nil when it has
-// none), counting its cache_control marker; the caller decides what a non-text block means.
-func (p *bodyParser) typedTextBlock() (typ, text []byte) {
-	r := &p.r
-	r.object(func(name []byte) {
-		switch string(name) {
-		case "type":
-			typ = r.textBytes()
-		case "text":
-			text = r.str()
-		case "cache_control":
-			p.cacheControl()
-		default:
-			r.skip()
-		}
-	})
-	return typ, text
+// identityLimit bounds the identity line of a system prompt ("You are Claude Code, Anthropic's
+// official CLI for Claude.", docs/wire.md §2).
+const identityLimit = 200
+
+// isIdentityLine reports whether a raw system text is the one line that says who the model is.
+func isIdentityLine(raw []byte) bool {
+	return len(raw) < identityLimit && bytes.HasPrefix(raw[1:], []byte("You are ")) && !bytes.Contains(raw, []byte(`\n`))
 }
 
-// cacheControl reads a cache_control value and counts it when it is an object.
-func (p *bodyParser) cacheControl() {
-	if p.r.kind() == '{' {
-		p.out.CacheBreakpoints++
+// cacheControl reads a cache_control value, counts it when it is an object and returns whether
+// it was one, with its ttl ("5m" when it names none, the API's default).
+func (p *bodyParser) cacheControl() (marked bool, ttl string) {
+	r := &p.r
+	if r.kind() != '{' {
+		r.skip()
+		return false, ""
 	}
-	p.r.skip()
+	p.out.CacheBreakpoints++
+	r.object(func(name []byte) {
+		if string(name) == "ttl" {
+			ttl = r.text()
+			return
+		}
+		r.skip()
+	})
+	if ttl == "" {
+		ttl = "5m"
+	}
+	return true, ttl
 }
 
 func (p *bodyParser) tools() {
 	r := &p.r
 	tools := &p.out.Tools
+	a := p.a
 	r.array(func() {
+		at := Location{Section: SectionTools, Index: tools.Count}
 		tools.Count++
-		r.object(func(name []byte) {
+		if r.kind() != '{' {
+			a.add(SectionTools, Part{Kind: PartOther}, len(r.value()), 1)
+			return
+		}
+		r.token()
+		start := r.offset() - 1
+		a.blockHash.Reset()
+		var toolName string
+		deferred, marked, ttl := false, false, ""
+		r.members(func(name []byte) {
+			from := r.offset()
 			switch string(name) {
 			case "name":
-				if name := r.text(); len(tools.Names) < ToolNameLimit {
-					tools.Names = append(tools.Names, name)
+				toolName = r.text()
+				if len(tools.Names) < ToolNameLimit {
+					tools.Names = append(tools.Names, toolName)
 				}
 			case "defer_loading":
 				if r.boolean() {
 					tools.Deferred++
+					deferred = true
 				}
 			case "type":
 				if isServerTool(r.textBytes()) {
 					tools.Server++
 				}
 			case "cache_control":
-				p.cacheControl()
+				marked, ttl = p.cacheControl()
+				return
 			default:
 				r.skip()
 			}
+			hashMember(&a.blockHash, name, r.src[from:r.offset()])
 		})
+		part := Part{Kind: PartBuiltinTools}
+		switch server := mcpServer(toolName); {
+		case deferred:
+			part = Part{Kind: PartDeferredTools, Name: server}
+		case server != "":
+			part = Part{Kind: PartMCPTools, Name: server}
+		}
+		a.add(SectionTools, part, r.offset()-start, 1)
+		if len(a.tools) < ToolNameLimit {
+			a.tools = append(a.tools, ToolHash{Name: toolName, Hash: a.blockHash.Sum64()})
+		}
+		if marked {
+			a.breakpoint(SectionTools, at, ttl)
+		}
 	})
 }
 
@@ -426,6 +510,8 @@ func (p *bodyParser) message() {
 	r := &p.r
 	m := Message{Role: RoleOther}
 	text := messageText{pendingFrom: len(p.pending), pendingTools: true}
+	a := p.a
+	a.startMessage(len(p.out.Messages))
 	if r.kind() == '{' {
 		r.token()
 		p.messageStart(r.offset() - 1)
@@ -433,6 +519,7 @@ func (p *bodyParser) message() {
 			switch string(name) {
 			case "role":
 				m.Role = parseRole(r.textBytes())
+				a.msgRole = m.Role
 			case "content":
 				p.content(&m, &text)
 			default:
@@ -442,7 +529,10 @@ func (p *bodyParser) message() {
 	} else {
 		v := r.value()
 		p.messageStart(r.offset() - len(v))
+		a.add(SectionMessages, Part{Kind: PartOther}, len(v), 1)
+		_, _ = a.msgHash.Write(v)
 	}
+	a.endMessage(m.Role)
 	text.pendingTo = len(p.pending)
 	if m.Role == RoleUser {
 		m.HumanText = text.human != nil
@@ -532,28 +622,77 @@ func parseBlockType(b []byte) BlockType {
 // collected and materialize keeps what the role allows.
 func (p *bodyParser) content(m *Message, text *messageText) {
 	r := &p.r
+	a := p.a
+	a.startContent()
 	// A repeated content key: the last one's tool_use ids count (its tool results add up).
 	text.usesFrom, text.usesTo = len(p.uses), len(p.uses)
 	if r.kind() == '"' {
 		m.Blocks.Add(BlockText, 1)
-		p.textBlock(r.value(), text)
+		raw := r.value()
+		c := classifyText(raw)
+		p.textBlock(raw, c, text)
+		a.add(SectionMessages, a.textPart(c), textLen(raw), 1)
+		// Hashed as the one text block it stands for.
+		hashMember(&a.msgHash, []byte("type"), []byte(`"text"`))
+		hashMember(&a.msgHash, []byte("text"), raw)
+		_, _ = a.msgHash.Write([]byte{1})
 		return
 	}
+	index := 0
 	r.array(func() {
+		at := Location{Section: SectionMessages, Index: int(a.msg), Block: index}
+		index++
+		if r.kind() != '{' {
+			m.Blocks.Add(BlockOther, 1)
+			v := r.value()
+			a.add(SectionMessages, Part{Kind: PartOther}, len(v), 1)
+			_, _ = a.msgHash.Write(v)
+			return
+		}
+		r.token()
+		start := r.offset() - 1
 		var blk contentBlock
-		r.object(func(name []byte) { p.blockMember(name, &blk) })
+		r.members(func(name []byte) { p.blockMember(name, &blk) })
+		_, _ = a.msgHash.Write([]byte{1})
 		bt := parseBlockType(blk.typ)
 		m.Blocks.Add(bt, 1)
 		switch bt {
 		case BlockText:
 			if blk.text != nil {
-				p.textBlock(blk.text, text)
+				c := classifyText(blk.text)
+				p.textBlock(blk.text, c, text)
+				a.add(SectionMessages, a.textPart(c), textLen(blk.text), 1)
+			} else {
+				a.add(SectionMessages, Part{Kind: PartOther}, 0, 1)
 			}
 		case BlockToolUse:
 			p.uses = append(p.uses, blk.id)
 			text.usesTo = len(p.uses)
+			tool := a.toolName(blk.name)
+			a.useName(blk.id, tool)
+			a.add(SectionMessages, Part{Kind: PartToolUse, Name: tool}, blk.size, 1)
 		case BlockToolResult:
 			p.pending = append(p.pending, pendingResult{toolUseID: blk.toolUseID, isError: blk.isError, content: blk.content})
+			res := &blk.result
+			a.add(SectionMessages, Part{Kind: PartToolResult, Name: a.toolOf(blk.toolUseID)}, res.text, 1)
+			if res.images > 0 {
+				a.add(SectionMessages, Part{Kind: PartImage}, res.imageBytes, res.images)
+			}
+			if res.documents > 0 {
+				a.add(SectionMessages, Part{Kind: PartDocument}, res.documentBytes, res.documents)
+			}
+			blk.marked = blk.marked || res.marked
+		case BlockThinking, BlockRedactedThinking:
+			a.add(SectionMessages, Part{Kind: PartThinking}, blk.size, 1)
+		case BlockImage:
+			a.add(SectionMessages, Part{Kind: PartImage}, blk.size, 1)
+		case BlockDocument:
+			a.add(SectionMessages, Part{Kind: PartDocument}, blk.size, 1)
+		default:
+			a.add(SectionMessages, Part{Kind: PartOther}, r.offset()-start, 1)
+		}
+		if blk.marked {
+			a.breakpoint(SectionMessages, at, blk.ttl)
 		}
 	})
 }
@@ -564,13 +703,32 @@ type contentBlock struct {
 	typ       []byte // decoded
 	text      []byte
 	id        []byte
+	name      []byte // a tool_use's tool, raw
 	toolUseID []byte
 	isError   bool
 	content   []byte
+	// size is what the block's content counts in its part: a tool_use's input (raw JSON), a
+	// thinking block's text, a redacted one's data, an image's or a document's source (raw).
+	size   int
+	result resultSizes
+	// marked: the block carries a cache_control marker, of ttl.
+	marked bool
+	ttl    string
+}
+
+// resultSizes is what a tool_result's content counts, by part: its text (and blocks that are
+// neither images nor documents, raw), its images and its documents. marked says a block of it
+// carries a cache_control marker.
+type resultSizes struct {
+	text                     int
+	images, imageBytes       int
+	documents, documentBytes int
+	marked                   bool
 }
 
 func (p *bodyParser) blockMember(name []byte, blk *contentBlock) {
 	r := &p.r
+	from := r.offset()
 	switch string(name) {
 	case "type":
 		blk.typ = r.textBytes()
@@ -578,34 +736,91 @@ func (p *bodyParser) blockMember(name []byte, blk *contentBlock) {
 		blk.text = r.str()
 	case "id":
 		blk.id = r.str()
+	case "name":
+		blk.name = r.str()
 	case "tool_use_id":
 		blk.toolUseID = r.str()
 	case "is_error":
 		blk.isError = r.boolean()
 	case "content":
-		blk.content = p.toolResultContent()
+		blk.content = p.toolResultContent(&blk.result)
+	case "thinking":
+		blk.size = textLen(r.str())
+	case "input", "data", "source":
+		blk.size = len(r.value())
 	case "cache_control":
-		p.cacheControl()
+		blk.marked, blk.ttl = p.cacheControl()
+		return
 	default:
 		r.skip()
 	}
+	hashMember(&p.a.msgHash, name, r.src[from:r.offset()])
 }
 
-// toolResultContent reads a tool_result's content, counting the cache_control markers of its
-// blocks, and returns it raw: only the results of the messages a Body keeps whole are read
-// again (resultContent), and most results are one long string passed over at the decoder's
-// speed.
-func (p *bodyParser) toolResultContent() []byte {
+// toolResultContent reads a tool_result's content, counting its sizes by part into sizes and
+// the cache_control markers of its blocks, and returns it raw: only the results of the messages
+// a Body keeps whole are read again (resultContent), and most results are one long string
+// passed over at the decoder's speed.
+func (p *bodyParser) toolResultContent(sizes *resultSizes) []byte {
 	r := &p.r
 	if r.kind() != '[' {
-		return r.value()
+		v := r.value()
+		if len(v) > 0 && v[0] == '"' {
+			sizes.text += textLen(v)
+		}
+		return v
 	}
 	r.token()
 	start := r.offset() - 1
-	if !r.elements(func() { p.typedTextBlock() }) {
+	if !r.elements(func() { p.resultBlock(sizes) }) {
 		return nil
 	}
 	return r.src[start:r.offset()]
+}
+
+// resultBlock reads one block of a tool_result's content into sizes.
+func (p *bodyParser) resultBlock(sizes *resultSizes) {
+	r := &p.r
+	if r.kind() != '{' {
+		sizes.text += len(r.value())
+		return
+	}
+	r.token()
+	start := r.offset() - 1
+	var typ, text []byte
+	source := 0
+	r.members(func(name []byte) {
+		switch string(name) {
+		case "type":
+			typ = r.textBytes()
+		case "text":
+			text = r.str()
+		case "source":
+			source = len(r.value())
+		case "cache_control":
+			if marked, _ := p.cacheControl(); marked {
+				sizes.marked = true
+			}
+		default:
+			r.skip()
+		}
+	})
+	switch string(typ) {
+	case "text":
+		if text != nil {
+			sizes.text += textLen(text)
+			return
+		}
+	case "image":
+		sizes.images++
+		sizes.imageBytes += source
+		return
+	case "document":
+		sizes.documents++
+		sizes.documentBytes += source
+		return
+	}
+	sizes.text += r.offset() - start
 }
 
 // resultContent reads a tool_result's content as toolResultContent returned it, a string or a
@@ -675,10 +890,11 @@ func isIDByte(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_'
 }
 
-// textBlock records a raw text block of a message: the first one that is not a system reminder
-// is the message's human text. The markers it looks for have nothing JSON escapes.
-func (p *bodyParser) textBlock(raw []byte, text *messageText) {
-	if text.human == nil && isHumanText(raw) {
+// textBlock records a raw text block of a message, of class c: the first one that is not blank
+// nor a system reminder is the message's human text. The markers it looks for have nothing
+// JSON escapes.
+func (p *bodyParser) textBlock(raw []byte, c textClass, text *messageText) {
+	if text.human == nil && c.human() {
 		text.human = raw
 	}
 	if !text.planMode && bytes.Contains(raw, []byte(planModeMarker)) {
@@ -694,25 +910,6 @@ func (p *bodyParser) textBlock(raw []byte, text *messageText) {
 		strings.Contains(unquote(raw), compactCommand) {
 		text.compact = true
 	}
-}
-
-// humanTextWindow is how much of a text isHumanText decodes first: enough for the white space
-// that may come before a system reminder's tag, and the tag.
-const humanTextWindow = 96
-
-// isHumanText reports whether a raw text block holds human text: not blank, and not a
-// <system-reminder> once leading white space is trimmed. Only its start is decoded, unless the
-// white space runs on.
-func isHumanText(raw []byte) bool {
-	var buf [4 * humanTextWindow]byte
-	window := raw[:min(len(raw), humanTextWindow)]
-	head, _ := jsontext.AppendUnquote(buf[:0], window) // a cut string decodes to its start
-	rest := bytes.TrimLeft(head, " \t\r\n")
-	if len(rest) < len(systemReminderTag) && len(window) < len(raw) {
-		head, _ = jsontext.AppendUnquote(nil, raw)
-		rest = bytes.TrimLeft(head, " \t\r\n")
-	}
-	return len(rest) > 0 && !bytes.HasPrefix(rest, []byte(systemReminderTag))
 }
 
 // finish decodes the texts that are kept, now that the first and last messages are known, and
@@ -763,6 +960,7 @@ func (p *bodyParser) finish() {
 		}
 	}
 	p.out.TurnOpener = turnOpener(msgs)
+	p.out.Anatomy = p.a.finish()
 	p.out.MetadataSessionID, p.out.AccountUUID = p.metadataIDs(p.out.UserID)
 }
 

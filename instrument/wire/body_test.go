@@ -152,6 +152,7 @@ func TestParseBodyFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			got.Anatomy = Anatomy{} // anatomy_test.go checks it
 			if !reflect.DeepEqual(*got, tt.want) {
 				gotJSON, _ := json.MarshalIndent(got, "", "  ")
 				wantJSON, _ := json.MarshalIndent(tt.want, "", "  ")

@@ -91,6 +91,8 @@ type bodyEntry struct {
 	tailLen  int
 	tailHash uint64
 	tailCB   int
+	// anatomy is what the body's Anatomy was made of (see anatomySnapshot).
+	anatomy anatomySnapshot
 }
 
 // checkpoint is one place a later body can be resumed at: the start of message k.
@@ -392,6 +394,7 @@ func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byt
 	p.known = e.checks[:i+1]
 	p.hist, p.histPos = digest, check.off
 	p.tailReused = false
+	p.a.restore(&e.anatomy, check.k)
 
 	*in = append(append((*in)[:0], resumePrefix...), b[check.off:]...)
 	r := &p.r
@@ -412,6 +415,7 @@ func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byt
 		p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash = msgs, cb+e.tailCB, history
 		p.out.Tools.Names = slices.Clone(e.tail.Tools.Names)
 		p.tailReused = true
+		p.a.restoreTail(&e.anatomy)
 		return true
 	}
 	p.out.Tools.Names = slices.Clone(e.head.Tools.Names)
@@ -502,6 +506,7 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 		e.tailHash = xxh3.Hash(b[p.tailStart:])
 		e.tailCB = p.out.CacheBreakpoints - p.tailCB
 	}
+	p.a.snapshot(&e.anatomy)
 	c.messages += len(e.past)
 
 	if from != nil {

@@ -141,6 +141,9 @@ type Body struct {
 	Messages []Message
 	// CacheBreakpoints counts cache_control markers across system, tools and messages.
 	CacheBreakpoints int
+	// Anatomy is what the request's input is made of, part by part, and where its cache
+	// breakpoints lie.
+	Anatomy Anatomy
 
 	// HistoryHash identifies the messages array (every message, byte for byte): two requests
 	// with the same HistoryHash carry the same conversation, which is how retries are recognised.
