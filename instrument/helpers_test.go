@@ -169,6 +169,9 @@ func describe(s *Span, ended bool) string {
 		if c.Response != nil && c.Response.Message != nil {
 			f = append(f, "stop="+c.Response.Message.StopReason)
 		}
+		if m := c.CacheMiss; m != nil {
+			f = append(f, "cache_miss="+string(m.Cause))
+		}
 	case s.Tool != nil:
 		f = append(f, "outcome="+string(s.Tool.Outcome))
 	case s.Subagent != nil:

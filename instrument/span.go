@@ -175,6 +175,14 @@ type Chat struct {
 	PlanMode bool
 	// Prompt is the human text preview of a turn request; empty unless content capture is on.
 	Prompt string
+	// Context is the request's input tokens by part, estimated from its anatomy (see
+	// wire.Anatomy.Apportion); set when the answer carried usage.
+	Context *wire.Estimate
+	// Change is what changed in the prompt since the previous request of its chain that was
+	// answered with usage, and CacheMiss why the cache missed, when it did; both set when the
+	// answer carried usage and the chain had such a request.
+	Change    *Change
+	CacheMiss *CacheMiss
 }
 
 // EachFirstSeenBlock calls f with the content blocks this exchange put on the wire for the first

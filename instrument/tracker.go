@@ -158,6 +158,7 @@ func (t *Tracker) Response(resp *wire.Response) {
 			}
 		}
 	}
+	t.context(ex, msg, failed)
 	for tot := range counts(ex.turn, ex.sub) {
 		tot.Add(span)
 	}

@@ -31,6 +31,8 @@ type chain struct {
 	// cut: the last answer began (message_start) and ended without a stop reason.
 	cut     bool
 	attempt int // attempt number of the last request
+	// prefix is what the last request answered with usage left in the prompt cache (cache.go).
+	prefix prefixState
 }
 
 // turn is an open agentic turn: the root span and its running totals.

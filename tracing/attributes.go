@@ -258,6 +258,7 @@ func (b attributeSet) chat(a *attrs, s *instrument.Span) {
 	if c.Response != nil {
 		response(a, &c.Request, c.Response)
 	}
+	chatContext(a, c)
 }
 
 // request adds what the proxy and the body decoder saw of the request. Only the headers that
