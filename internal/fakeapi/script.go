@@ -173,6 +173,11 @@ type Script struct {
 	Default Reply
 	// Limits, when set, reports the account's limits on every answer (ratelimit.go).
 	Limits *Limits
+	// PromptCache, when set, reports the input counts of every message the way the API's
+	// prompt cache would (promptcache.go), instead of the replies' own: reads of what earlier
+	// requests cached, writes up to the last cache marker, the rest uncached. The replies'
+	// output tokens stay theirs.
+	PromptCache bool
 }
 
 // IsTitle matches session-title side requests: no tools, a JSON schema output format, or a

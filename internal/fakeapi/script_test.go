@@ -139,6 +139,7 @@ func TestScenarioNames(t *testing.T) {
 		"slow_pings", "subagent", "subagent_background", "tool_roundtrip",
 		"auto_compaction", "interrupted", "plan_mode", "sdk_tool_loop", "ratelimit",
 		"slow_tool", "billing", "web_search", "web_search_pause", "web_fetch", "subagent_web_search",
+		"cache_model_change", "cache_tools_change", "long_session",
 	} {
 		s, err := Scenario(want)
 		if err != nil {
@@ -149,7 +150,7 @@ func TestScenarioNames(t *testing.T) {
 			t.Errorf("Scenario(%q) = %+v", want, s)
 		}
 	}
-	if len(names) != 25 {
+	if len(names) != 28 {
 		t.Errorf("ScenarioNames() = %v", names)
 	}
 	if _, err := Scenario("nope"); err == nil {

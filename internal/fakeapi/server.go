@@ -66,6 +66,7 @@ type Server struct {
 	next   []int // per rule: index of its next reply
 	served []Served
 	limits limitState
+	cache  promptCache
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -244,6 +245,13 @@ func (s *Server) planMessage(req *Request, seq int) plan {
 		calls[i] = c
 	}
 	p.reply.ToolCalls = calls
+	if s.script.PromptCache && p.reply.Status == 0 {
+		if read, write, uncached, ok := s.cache.usage(req.Body, req.Model, time.Now()); ok {
+			u := &p.reply.Usage
+			u.CacheReadInputTokens, u.CacheCreationInputTokens, u.InputTokens = read, write, uncached
+			u.CacheCreation5m, u.CacheCreation1h = write, 0
+		}
+	}
 	p.stream = req.Stream
 	p.bedrock = s.cfg.provider == wire.ProviderBedrock
 	p.model = req.Model

@@ -201,6 +201,20 @@ JSON
 	sleep 2
 	tmux kill-session -t "$pane" 2>/dev/null || true
 	;;
+cache_model_change)
+	step -p "Remember the word pineapple." --allowedTools Bash,Read --model claude-opus-5-5
+	step -p "What was the word?" --continue --allowedTools Bash,Read --model claude-sonnet-4-5
+	;;
+cache_tools_change)
+	step -p "Remember the word pineapple." --allowedTools Bash,Read --tools Bash,Read
+	step -p "What was the word?" --continue --allowedTools Bash,Read
+	;;
+long_session)
+	step -p "Count for me, step by step." --allowedTools Bash
+	for prompt in "Count some more." "And once more, longer."; do
+		step -p "$prompt" --continue --allowedTools Bash
+	done
+	;;
 auto_compaction)
 	step -p "Print a marker with a shell command." --allowedTools Bash,Read
 	id=$(session_id)

@@ -1,0 +1,1 @@
+$ claude -p Remember the word pineapple. --allowedTools Bash,Read --tools Bash,Read

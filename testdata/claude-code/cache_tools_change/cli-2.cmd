@@ -1,0 +1,1 @@
+$ claude -p What was the word? --continue --allowedTools Bash,Read

@@ -1,0 +1,1 @@
+$ claude -p Count for me, step by step. --allowedTools Bash

@@ -1,0 +1,1 @@
+$ claude -p Count some more. --continue --allowedTools Bash

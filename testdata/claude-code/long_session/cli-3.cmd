@@ -1,0 +1,1 @@
+$ claude -p And once more, longer. --continue --allowedTools Bash
