@@ -134,3 +134,47 @@ func TestDecode(t *testing.T) {
 		t.Error("Decode answered nil after the pipeline stopped")
 	}
 }
+
+// TestDecodeWhileQueueFull checks that a held request is decoded even when the queue is over its
+// budget, and is not counted as a body dropped.
+func TestDecodeWhileQueueFull(t *testing.T) {
+	var logs strings.Builder
+	p := pipeline.New(instrument.New(instrument.Sinks{}), pipeline.WithQueueBudget(100),
+		pipeline.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	// Accepted with nothing else waiting, and over the whole budget.
+	p.RequestRead(&wire.Request{ExchangeID: 1, Endpoint: wire.EndpointMessages},
+		[]byte(`{"messages":[{"role":"user","content":"`+strings.Repeat("x", 500)+`"}]}`))
+
+	ctx, stop := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	req := &wire.Request{ExchangeID: 2, Endpoint: wire.EndpointMessages}
+	if err := p.Decode(context.Background(), req, []byte(`{"model":"m","messages":[{"role":"user","content":"do it"}]}`)); err != nil || req.Body == nil {
+		t.Fatalf("Decode with the queue over its budget = %v, body %+v, parse error %q", err, req.Body, req.ParseError)
+	}
+	stop()
+	<-p.Done()
+	if strings.Contains(logs.String(), "decode queue full") {
+		t.Errorf("a held request counted as a body dropped:\n%s", logs.String())
+	}
+}
+
+// TestDecodeKeepsItsMessages checks that what Decode fills in stays the caller's while the
+// pipeline goes on decoding other bodies.
+func TestDecodeKeepsItsMessages(t *testing.T) {
+	p := pipeline.New(instrument.New(instrument.Sinks{}))
+	ctx, stop := context.WithCancel(context.Background())
+	defer func() { stop(); <-p.Done() }()
+	go p.Run(ctx)
+	decode := func(session, text string) *wire.Request {
+		req := &wire.Request{Endpoint: wire.EndpointMessages, Headers: wire.Headers{SessionID: session}}
+		if err := p.Decode(context.Background(), req, []byte(`{"model":"m","messages":[{"role":"user","content":"`+text+`"}]}`)); err != nil || req.Body == nil {
+			t.Fatalf("Decode = %v, parse error %q", err, req.ParseError)
+		}
+		return req
+	}
+	first := decode("s-1", "first")
+	decode("s-2", "second")
+	if m := first.Body.Messages; len(m) != 1 || m[0].Text != "first" {
+		t.Errorf("the first request's messages after the second was decoded: %+v", m)
+	}
+}

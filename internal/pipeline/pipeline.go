@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,7 +167,9 @@ const smallAnswer = 64 << 10
 func (p *Pipeline) push(ev event) {
 	p.mu.Lock()
 	small := ev.resp != nil && len(ev.body) <= smallAnswer
-	if p.queued > 0 && p.queued+len(ev.body) > p.budget && !small {
+	// A Decode is never dropped: its body is not counted (its caller holds it), and a held
+	// request waits for it.
+	if p.queued > 0 && p.queued+len(ev.body) > p.budget && !small && ev.decode == nil {
 		p.bufs.Put(ev.body)
 		ev.body = nil
 		p.dropped++
@@ -235,6 +238,11 @@ func (p *Pipeline) drain() {
 		for _, ev := range batch {
 			if d := ev.decode; d != nil {
 				_ = p.bodies.DecodeRequest(d.req, d.body)
+				if b := d.req.Body; b != nil {
+					// Its messages are in the array the next decode overwrites
+					// (wire.ReuseMessages), and its caller reads them after that.
+					b.Messages = slices.Clone(b.Messages)
+				}
 				close(d.done)
 			}
 		}
