@@ -11,6 +11,9 @@
 #   bash scripts/bench.sh -short           # CI mode: a few seconds, no timing assertions; fails
 #                                          # only when a stream or body is not byte-identical,
 #                                          # a request fails, or no spans were exported
+#   bash scripts/bench.sh -base 7d5cbad    # also cctrace built at that commit (from a temporary
+#                                          # git worktree), interleaved in the same run as variant
+#                                          # cctrace-base: both against bare, side by side
 #   bash scripts/bench.sh -replicas 1,2,3  # the replica benchmark instead: 1, 2, 3 cctrace
 #                                          # replicas behind nginx (deploy/nginx/cctrace.conf)
 #                                          # against as many bare proxies, by concurrent sessions
@@ -22,9 +25,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# -base COMMIT is this script's own flag; every other argument goes to cctrace-bench.
+base= args=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	-base | --base) base=${2:?-base needs a commit}; shift 2 ;;
+	-base=* | --base=*) base=${1#*=}; shift ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
+set -- ${args[@]+"${args[@]}"}
+
 bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
+trap 'git worktree remove --force "$bin/base-src" 2>/dev/null || true; rm -rf "$bin"' EXIT
 go build -o "$bin/cctrace" ./cmd/cctrace
+if [ -n "$base" ]; then
+	git worktree add --quiet --detach "$bin/base-src" "$base"
+	(cd "$bin/base-src" && go build -o "$bin/cctrace-base" ./cmd/cctrace)
+	git worktree remove --force "$bin/base-src"
+	set -- -cctrace-base "$bin/cctrace-base" "$@"
+fi
 go build -o "$bin/cctrace-bench" ./cmd/cctrace-bench
 go build -o "$bin/bareproxy" ./internal/testkit/bench/bareproxy
 

@@ -7,13 +7,18 @@
 //
 // Usage:
 //
-//	cctrace-bench -cctrace PATH -bare PATH [-reps 5] [-short] [-out results.md] [-variants …]
+//	cctrace-bench -cctrace PATH -bare PATH [-cctrace-base PATH] [-reps 5] [-short] [-out results.md] [-variants …]
 //	cctrace-bench -cctrace PATH -bare PATH -replicas 1,2,3 [-sessions 8,32,128] [-session-think 1s]
 //
 // With -replicas it runs the replica benchmark instead: the team gateway as deploy/ ships it
 // (nginx with deploy/nginx/cctrace.conf, consistent hashing on the session header) in front of
 // 1, 2 and 3 cctrace replicas, against the same nginx in front of as many bare proxies, with
 // every number of concurrent Claude-Code-shaped sessions, each pausing between its requests.
+//
+// With -cctrace-base, a cctrace built at a base commit runs beside cctrace as variant
+// cctrace-base, in the same repetitions, and the report gives both against bare: how a change
+// compares with the commit before it under the same load (scripts/bench.sh -base COMMIT builds
+// it from a temporary git worktree).
 //
 // -bare is internal/testkit/bench/bareproxy, the baseline proxy, built as a program of its own (its doc
 // says why). scripts/bench.sh builds the binaries and runs it. -short is the CI mode: a few
@@ -66,10 +71,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		reps       = fs.Int("reps", 5, "repetitions of the whole matrix")
 		cctraceBin = fs.String("cctrace", "", "cctrace binary (go build ./cmd/cctrace)")
 		bareBin    = fs.String("bare", "", "the baseline proxy's binary, for bare, bare-control, cctrace-proxy and go-raw (go build ./internal/testkit/bench/bareproxy)")
-		altBin     = fs.String("cctrace-alt", "", "a second cctrace binary, run as variant cctrace-alt (exporting to the no-op receiver), to A/B a change")
+		baseBin    = fs.String("cctrace-base", "", "cctrace built at a base commit, run as variant cctrace-base (exporting to the no-op receiver) to judge cctrace against it")
 		nginxBin   = fs.String("nginx", nginxDefault, "nginx binary")
 		jaegerBin  = fs.String("jaeger", filepath.Join(home, ".cache/cctrace/jaeger-v1.76.0/jaeger"), "Jaeger v2 binary")
-		variants   = fs.String("variants", "direct,bare,bare-control,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: cctrace-alt, go-raw); bare-control is a second bare proxy, whose ratios to bare are the run's noise")
+		variants   = fs.String("variants", "direct,bare,bare-control,nginx,cctrace-proxy,cctrace,cctrace-jaeger", "variants to compare, in order (also: go-raw; cctrace-base is added with -cctrace-base); bare-control is a second bare proxy, whose ratios to bare are the run's noise")
 		sizes      = fs.String("sizes", "10240,204800,1048576", "request body sizes in bytes")
 		concs      = fs.String("concurrency", "1,16,128", "client concurrency levels")
 		pacedSizes = fs.String("paced-sizes", "204800", "body sizes also run with a paced stream")
@@ -91,8 +96,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	cfg := config{
-		reps: *reps, bare: *bareBin, cctrace: *cctraceBin, alt: *altBin, nginx: *nginxBin, jaeger: *jaegerBin,
+		reps: *reps, bare: *bareBin, cctrace: *cctraceBin, base: *baseBin, nginx: *nginxBin, jaeger: *jaegerBin,
 		variants: strings.Split(*variants, ","), events: *events, short: *short,
+	}
+	if cfg.base != "" && !slices.Contains(cfg.variants, "cctrace-base") {
+		cfg.variants = append(cfg.variants, "cctrace-base")
 	}
 	var err error
 	if cfg.cells, err = cells(*sizes, *concs, *pacedSizes, *pace, *duration, *think, *maxReq); err != nil {
@@ -164,7 +172,7 @@ type config struct {
 	reps          int
 	cells         []bench.Cell
 	bare, cctrace string
-	alt           string // -cctrace-alt
+	base          string // -cctrace-base
 	nginx, jaeger string
 	variants      []string
 	events        int
@@ -266,8 +274,11 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 			v, err = bench.StartNginx(ctx, dir, cfg.nginx, up.URL())
 		case "cctrace":
 			v, err = bench.StartCctrace(ctx, "cctrace", dir, cfg.cctrace, up.URL(), collector.Endpoint())
-		case "cctrace-alt":
-			v, err = bench.StartCctrace(ctx, "cctrace-alt", dir, cfg.alt, up.URL(), collector.Endpoint())
+		case "cctrace-base":
+			if v, err = bench.StartCctrace(ctx, "cctrace-base", dir, cfg.base, up.URL(), collector.Endpoint()); err == nil {
+				// Measured, not checked: an older build may lack the metrics the checks read.
+				v.Metrics = ""
+			}
 		case "cctrace-jaeger":
 			if _, serr := os.Stat(cfg.jaeger); serr != nil && cfg.short {
 				fmt.Fprintf(w, "skipping cctrace-jaeger: %v\n", serr)
@@ -320,6 +331,11 @@ func runBench(ctx context.Context, cfg config, dir string, w io.Writer) error {
 		"back, from the upstream starting to write its first event to the client's first byte. The rest of TTFB is the upstream's own time.")
 	fmt.Fprintln(w)
 	bench.WriteLegs(w, sums, "bare")
+	if cfg.base != "" {
+		fmt.Fprintln(w, "cctrace and the base commit's build (cctrace-base), each against bare in the same run: the figures the guards judge.")
+		fmt.Fprintln(w)
+		bench.WriteAgainstBase(w, sums, "cctrace", "cctrace-base", "bare")
+	}
 	if cfg.reps >= 6 {
 		fmt.Fprintln(w, "p50s against bare's in the same repetition and cell: the median over the repetitions, and the interval holding that median with 95 % confidence (order statistics):")
 		fmt.Fprintln(w)
@@ -414,7 +430,7 @@ func check(ctx context.Context, w io.Writer, samples []bench.Sample, vs []*bench
 	}
 	for _, v := range vs {
 		switch v.Name {
-		case "cctrace", "cctrace-alt":
+		case "cctrace":
 			s := collector.Service(v.Name)
 			fmt.Fprintf(w, "%s: %d spans received by the no-op collector; %d of its %d requests (%.1f%%) tracked without their body decoded (over a memory budget)\n",
 				v.Name, s.Spans, s.Undecoded, s.Chat, 100*float64(s.Undecoded)/float64(max(s.Chat, 1)))

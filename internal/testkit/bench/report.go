@@ -394,3 +394,43 @@ func WriteLegs(w io.Writer, sums []Summary, baseline string) {
 	}
 	fmt.Fprintln(w)
 }
+
+// WriteAgainstBase writes, as a Markdown table with a row per unpaced cell, the figures the
+// guards are judged by for variant and for base (the same program built at a base commit, run
+// in the same repetitions), each against the baseline variant in the same cell: TTFB p50 and
+// p99 as ratios, total time p50 (to the stream's last byte) as a difference. A change is judged
+// by both pairs, measured under the same load.
+func WriteAgainstBase(w io.Writer, sums []Summary, variant, base, baseline string) {
+	bl := baselineOf(sums, baseline)
+	of := map[cellVariant]Summary{}
+	var cells []Cell
+	for _, s := range sums {
+		if s.Cell.Pace > 0 || (s.Variant != variant && s.Variant != base) {
+			continue
+		}
+		if !slices.Contains(cells, s.Cell) {
+			cells = append(cells, s.Cell)
+		}
+		of[cellVariant{s.Cell, s.Variant}] = s
+	}
+	if len(cells) == 0 {
+		return
+	}
+	diff := func(v, b float64) string {
+		if v == 0 || b == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%+.3f", v-b)
+	}
+	fmt.Fprintf(w, "| cell | TTFB p50 %[1]s ×%[3]s | %[2]s ×%[3]s | TTFB p99 %[1]s ×%[3]s | %[2]s ×%[3]s | total p50 %[1]s − %[3]s ms | %[2]s − %[3]s ms |\n",
+		variant, base, baseline)
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|")
+	for _, c := range cells {
+		v, b, r := of[cellVariant{c, variant}], of[cellVariant{c, base}], bl[c]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", c.Name(),
+			ratioOf(v.TTFB50, r.TTFB50), ratioOf(b.TTFB50, r.TTFB50),
+			ratioOf(v.TTFB99, r.TTFB99), ratioOf(b.TTFB99, r.TTFB99),
+			diff(v.Total50, r.Total50), diff(b.Total50, r.Total50))
+	}
+	fmt.Fprintln(w)
+}

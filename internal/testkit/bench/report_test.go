@@ -91,3 +91,23 @@ func TestPairedRatios(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteAgainstBase(t *testing.T) {
+	c1 := Cell{BodySize: 200 << 10, Concurrency: 1, Duration: time.Second}
+	paced := Cell{BodySize: 200 << 10, Concurrency: 1, Pace: 5 * time.Millisecond}
+	sum := func(variant string, cell Cell, ttfb50, ttfb99, total50 float64) Summary {
+		return Summary{Variant: variant, Cell: cell, Figures: Figures{TTFB50: ttfb50, TTFB99: ttfb99, Total50: total50}}
+	}
+	var out strings.Builder
+	WriteAgainstBase(&out, []Summary{
+		sum("bare", c1, 1.0, 4.0, 1.5),
+		sum("cctrace", c1, 1.2, 5.0, 1.9),
+		sum("cctrace-base", c1, 1.1, 6.0, 1.4),
+		sum("bare", paced, 1.0, 1.0, 1.0), // paced cells have no guard here: left out
+		sum("cctrace", paced, 9.0, 9.0, 9.0),
+	}, "cctrace", "cctrace-base", "bare")
+	want := "| 200KB c1 unpaced | 1.20× | 1.10× | 1.25× | 1.50× | +0.400 | -0.100 |\n"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "paced 5ms") {
+		t.Errorf("table:\n%s\nwant the row %q and no paced row", out.String(), want)
+	}
+}

@@ -264,17 +264,22 @@ func StartCctrace(ctx context.Context, name, dir, bin, upstream, otlpEndpoint st
 	if err != nil {
 		return nil, err
 	}
+	state, err := filepath.Abs(filepath.Join(dir, name+"-state")) // XDG_STATE_HOME must be absolute
+	if err != nil {
+		return nil, err
+	}
 	env := []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlpEndpoint,
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_SERVICE_NAME=" + name, // the no-op collector counts spans by variant
+		// Its fingerprint secret in the run's directory, not in the user's state directory; by
+		// the environment, which a base commit's build without --state-dir reads too.
+		"XDG_STATE_HOME=" + state,
 	}
 	v, err := startVariant(ctx, name, dir, env, "", mport, bin, "serve",
 		"--listen", "127.0.0.1:"+strconv.Itoa(port),
 		"--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport),
-		"--upstream", upstream, "--log-level", "warn",
-		// Its fingerprint secret in the run's directory, not in the user's state directory.
-		"--state-dir", filepath.Join(dir, name+"-state"))
+		"--upstream", upstream, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
