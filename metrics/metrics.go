@@ -7,7 +7,9 @@
 // stop reason, token type, tool name (capped, see WithMaxToolNames), outcome, body (request or
 // response) and the budget it was shed by (copy_budget or decode_queue), user and team (capped,
 // see WithMaxUsers and WithMaxTeams), the capped label that overflowed (label), a reread file
-// and the result of loading it (file, result), and a refused budget's scope and window. Session,
+// and the result of loading it (file, result), a refused budget's scope and window, a part of
+// the input (part), its name (an MCP server, capped at 20; a tool; a kind of text) and how the
+// cache read it (cache), and a cache miss's cause. Session,
 // turn and request ids never become labels; the trace id of the turn rides on counters and
 // histograms as an exemplar ({trace_id="<32 hex>"}), visible on an OpenMetrics scrape of Handler, renewed at
 // most once a second per series and bucket (WithExemplarInterval).
@@ -63,6 +65,10 @@ const (
 	nameReloadOK        = "cctrace_config_last_reload_successful"
 	nameBudgetRefusals  = "cctrace_budget_refusals_total"
 	nameServerTools     = "cctrace_server_tool_requests_total"
+	nameInputByPart     = "cctrace_input_tokens_by_part_total"
+	nameCacheMisses     = "cctrace_cache_misses_total"
+	nameCacheMissed     = "cctrace_cache_missed_tokens_total"
+	nameCacheMissCost   = "cctrace_cache_miss_cost_usd_total"
 )
 
 // MetricNames lists every cctrace metric family that New registers, in a stable order. Histograms
@@ -77,6 +83,7 @@ var MetricNames = []string{
 	nameSubagents, nameSessionsActive,
 	nameNotDecoded, nameLabelOverflow,
 	nameReloads, nameReloadOK, nameBudgetRefusals, nameServerTools,
+	nameInputByPart, nameCacheMisses, nameCacheMissed, nameCacheMissCost,
 }
 
 // Histogram buckets.
@@ -106,6 +113,17 @@ const (
 	tokenCacheRead     = "cache_read"
 	tokenCacheCreation = "cache_creation"
 )
+
+// Cache labels of cctrace_input_tokens_by_part_total: how the API read a part's tokens.
+const (
+	cacheRead     = "read"
+	cacheWrite    = "write"
+	cacheUncached = "uncached"
+)
+
+// maxMCPServers bounds the MCP servers cctrace_input_tokens_by_part_total names: a team's
+// servers are a handful, and a client that invents tool names cannot grow the series count.
+const maxMCPServers = 20
 
 // Tools of cctrace_server_tool_requests_total.
 const (
@@ -145,6 +163,8 @@ type Metrics struct {
 	models, tools, users, teams                       *cappedLabel
 	kinds, stopReasons, turnOutcomes, toolOutcomes    *cappedLabel
 	subagentTypes, triggers, blockRoles, blockTypes   *cappedLabel
+	mcpServers, textKinds                             *cappedLabel
+	inputByPart, cacheMisses, cacheMissed, missCost   *prometheus.CounterVec
 	tokens, cacheCreation, cost, unpriced, requests   *prometheus.CounterVec
 	contentBlocks, compactions, turns, toolCalls      *prometheus.CounterVec
 	subagents, notDecoded, serverTools                *prometheus.CounterVec
@@ -214,6 +234,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		triggers:      newCappedLabel(defaultLabelCap),
 		blockRoles:    newCappedLabel(defaultLabelCap),
 		blockTypes:    newCappedLabel(defaultLabelCap),
+		mcpServers:    newCappedLabel(maxMCPServers),
+		textKinds:     newCappedLabel(defaultLabelCap),
 
 		tokens: counter(nameTokens,
 			"Tokens billed by the upstream, by model, type (input is uncached input; input+cache_read+cache_creation is the whole prompt), person and team.",
@@ -294,6 +316,18 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Name: nameSessionsActive,
 			Help: "Claude Code sessions the tracker currently holds.",
 		}),
+		inputByPart: counter(nameInputByPart,
+			"Input tokens by what they carried (estimated, docs/wire.md §9): part (system_prompt, mcp_tools, tool_result, …), name (the MCP server of mcp_tools and deferred_tools, the tool of tool_use and tool_result, the kind of client and system_message text; capped, the rest \"other\"), and cache (read, write, uncached). Per request the parts add up exactly to its input, cache reads and cache writes.",
+			"part", "name", "cache"),
+		cacheMisses: counter(nameCacheMisses,
+			"Requests that read at least 1,024 tokens less from the prompt cache than the previous request of their chain left there, by cause: model, tools, system, compaction, history, ttl, unexplained.",
+			"cause"),
+		cacheMissed: counter(nameCacheMissed,
+			"Tokens the cache misses did not read that the previous request of their chain left cached, by cause.",
+			"cause"),
+		missCost: counter(nameCacheMissCost,
+			"What the cache misses cost beyond a hit, in US dollars from the price table (the answer's price less its price with the missed tokens read from the cache), by cause.",
+			"cause"),
 		notDecoded: counter(nameNotDecoded,
 			"Request and response bodies forwarded but not decoded because one of cctrace's memory budgets was full (reason: copy_budget, too many bodies arriving at once; decode_queue, decoding falling behind): load shed, their requests tracked without what the bodies say.",
 			"body", "reason"),
@@ -303,12 +337,18 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		"kind": m.kinds, "stop_reason": m.stopReasons, "outcome": m.turnOutcomes,
 		"tool_outcome": m.toolOutcomes, "subagent_type": m.subagentTypes, "trigger": m.triggers,
 		"role": m.blockRoles, "block_type": m.blockTypes,
+		"mcp_server": m.mcpServers, "text_kind": m.textKinds,
 	} {
 		l.overflow, l.name = m.labelOverflow, name
 	}
 	// Every series exists from the start, so that a rate over them is 0 rather than absent.
 	for _, tool := range []string{toolWebSearch, toolWebFetch, toolCodeExecution} {
 		m.serverTools.WithLabelValues(tool)
+	}
+	for _, cause := range instrument.CacheMisses {
+		m.cacheMisses.WithLabelValues(string(cause))
+		m.cacheMissed.WithLabelValues(string(cause))
+		m.missCost.WithLabelValues(string(cause))
 	}
 	for _, body := range []string{bodyRequest, bodyResponse} {
 		for _, reason := range []string{reasonCopyBudget, reasonDecodeQueue} {
@@ -321,6 +361,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.contextTokens, m.requestMsgs, m.contentBlocks, m.compactions, m.turns, m.turnDuration,
 		m.toolCalls, m.toolDuration, m.subagents, m.sessionsActive, m.notDecoded,
 		m.turnCost, m.labelOverflow, m.reloads, m.reloadOK, m.serverTools,
+		m.inputByPart, m.cacheMisses, m.cacheMissed, m.missCost,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering cctrace metrics: %w", err)
@@ -496,6 +537,7 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 		} else {
 			o.add(m.unpriced.WithLabelValues(model), 1)
 		}
+		m.context(o, c)
 	}
 
 	if r := notDecodedReason(c.Request.ParseError); r != "" {
@@ -525,6 +567,45 @@ func (m *Metrics) chatEnded(s *instrument.Span, c *instrument.Chat, o observer) 
 		typ := m.blockTypes.value(string(b.key.Type), labelUnknown)
 		o.add(m.contentBlocks.WithLabelValues(role, typ), float64(b.n))
 	}
+}
+
+// context counts a request's input tokens by part and its cache miss, if it had one.
+func (m *Metrics) context(o observer, c *instrument.Chat) {
+	if c.Context != nil {
+		for _, p := range c.Context.Parts {
+			part, name := string(p.Kind), m.partName(p.Part)
+			for _, v := range [...]struct {
+				cache  string
+				tokens int
+			}{{cacheRead, p.CacheRead}, {cacheWrite, p.CacheWrite}, {cacheUncached, p.Uncached}} {
+				if v.tokens > 0 {
+					o.add(m.inputByPart.WithLabelValues(part, name, v.cache), float64(v.tokens))
+				}
+			}
+		}
+	}
+	if miss := c.CacheMiss; miss != nil {
+		cause := string(miss.Cause)
+		o.add(m.cacheMisses.WithLabelValues(cause), 1)
+		o.add(m.cacheMissed.WithLabelValues(cause), float64(miss.Missed))
+		if miss.Priced {
+			o.add(m.missCost.WithLabelValues(cause), miss.Cost)
+		}
+	}
+}
+
+// partName is the name label of a part: its MCP server, tool or kind of text, capped; "" for
+// the kinds that have no name.
+func (m *Metrics) partName(p wire.Part) string {
+	switch p.Kind {
+	case wire.PartMCPTools, wire.PartDeferredTools:
+		return m.mcpServers.value(p.Name, "")
+	case wire.PartToolUse, wire.PartToolResult:
+		return m.tools.value(p.Name, labelUnknown)
+	case wire.PartClient, wire.PartSystemMessage:
+		return m.textKinds.value(p.Name, labelUnknown)
+	}
+	return ""
 }
 
 // addTokens counts u's tokens of model.

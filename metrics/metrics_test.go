@@ -66,6 +66,9 @@ type chatSpec struct {
 	attemptIndex int
 	// reqParseError and respParseError are the request's and response's ParseError.
 	reqParseError, respParseError string
+	// context and cacheMiss are the tracker's estimate by part and the cache miss it named.
+	context   *wire.Estimate
+	cacheMiss *instrument.CacheMiss
 }
 
 func (c chatSpec) span() *instrument.Span {
@@ -97,6 +100,8 @@ func (c chatSpec) span() *instrument.Span {
 		Attempt:    c.attemptIndex,
 		Messages:   c.messages,
 		Compaction: c.compaction,
+		Context:    c.context,
+		CacheMiss:  c.cacheMiss,
 	}
 	// As the tracker does: the assistant's blocks come from the answer, the rest from the
 	// request; the answer is priced by the model requested, else by the one that answered.
@@ -209,7 +214,14 @@ func scenario() []*instrument.Span {
 		chatSpec{trace: 1, model: sonnet, kind: instrument.RequestToolResults, start: 10000, end: 12000, firstChunk: 10200,
 			status: 200, stop: "end_turn", messages: 3,
 			usage:     &wire.Usage{InputTokens: 5, OutputTokens: 100, CacheReadInputTokens: 20000, CacheCreationInputTokens: 300},
-			newBlocks: map[instrument.BlockKey]int{toolUse: 2, toolResult: 2, {Role: wire.RoleUser, Type: wire.BlockImage}: 0}}.span(),
+			newBlocks: map[instrument.BlockKey]int{toolUse: 2, toolResult: 2, {Role: wire.RoleUser, Type: wire.BlockImage}: 0},
+			context: &wire.Estimate{Parts: []wire.PartTokens{
+				{PartSize: wire.PartSize{Part: wire.Part{Kind: wire.PartBuiltinTools}}, CacheRead: 8000},
+				{PartSize: wire.PartSize{Part: wire.Part{Kind: wire.PartMCPTools, Name: "github"}}, CacheRead: 4000},
+				{PartSize: wire.PartSize{Part: wire.Part{Kind: wire.PartSystemPrompt}}, CacheRead: 7000},
+				{PartSize: wire.PartSize{Part: wire.Part{Kind: wire.PartClient, Name: wire.ClientClaudeMd}}, CacheRead: 1000},
+				{PartSize: wire.PartSize{Part: wire.Part{Kind: wire.PartToolResult, Name: "Read"}}, CacheWrite: 300, Uncached: 5},
+			}}}.span(),
 		turnSpan(1, "end_turn", 0, 12000),
 
 		chatSpec{trace: 2, model: sonnet, kind: instrument.RequestCountTokens, start: 100000, end: 100100,
@@ -221,7 +233,8 @@ func scenario() []*instrument.Span {
 			status: 200, stop: "end_turn", messages: 2,
 			usage:      &wire.Usage{InputTokens: 8000, OutputTokens: 300},
 			newBlocks:  map[instrument.BlockKey]int{userText: 2},
-			compaction: &instrument.Compaction{Trigger: "auto", MessagesBefore: 40, MessagesAfter: 2, ContextBefore: 52000}}.span(),
+			compaction: &instrument.Compaction{Trigger: "auto", MessagesBefore: 40, MessagesAfter: 2, ContextBefore: 52000},
+			cacheMiss:  &instrument.CacheMiss{Cause: instrument.CacheMissCompaction, Expected: 20300, Missed: 20300}}.span(),
 		chatSpec{trace: 2, model: "mystery-model-1", kind: instrument.RequestAuxiliary, start: 134000, end: 135000,
 			status: 200, stop: "end_turn", messages: 1,
 			usage: &wire.Usage{InputTokens: 100, OutputTokens: 10}}.span(),
@@ -244,7 +257,9 @@ func scenario() []*instrument.Span {
 // sonnet 0.3, 0.2, 1, 0.5; haiku 0.5. Context tokens: sonnet 20010, 20305, 50000, 8000; haiku
 // 3000; mystery 100. Messages: turn 1, 1, 2, 2; subagent 1; tool_results 3; count_tokens 4;
 // compaction 40; auxiliary 1. Turn durations (s): 12 and 40. Tool durations (s): Read 0.2, Bash
-// 0.4, Agent 7. The scenario carries no person and no cost, so the metrics of people, budgets
+// 0.4, Agent 7. Input by part (sonnet/tool_results): builtin tools 8000, github's MCP tools
+// 4000, system prompt 7000, CLAUDE.md 1000 read; Read results 300 written, 5 uncached. One
+// cache miss, after the compaction: 20300 tokens. The scenario carries no person and no cost, so the metrics of people, budgets
 // and reloaded files hold only the series that exist from the start, at 0.
 // scenarioFile holds the expected exposition of scenario: every family of MetricNames, every
 // series and bucket.
@@ -334,6 +349,10 @@ func TestFamilies(t *testing.T) {
 		{nameReloadOK, dto.MetricType_GAUGE, "file", nil},
 		{nameBudgetRefusals, dto.MetricType_COUNTER, "scope window", nil},
 		{nameServerTools, dto.MetricType_COUNTER, "tool", nil},
+		{nameInputByPart, dto.MetricType_COUNTER, "cache name part", nil},
+		{nameCacheMisses, dto.MetricType_COUNTER, "cause", nil},
+		{nameCacheMissed, dto.MetricType_COUNTER, "cause", nil},
+		{nameCacheMissCost, dto.MetricType_COUNTER, "cause", nil},
 	}
 	// A cap of one tool name, so that a label overflows.
 	m, reg := newMetrics(t, WithReplica(), WithBudgetEnforcement(), WithMaxToolNames(1))

@@ -235,3 +235,49 @@ cctrace_requests_total{code="overloaded_error",kind="turn",model="claude-opus-5-
 		})
 	}
 }
+
+// TestRecordedInputByPart replays every recorded session: the input tokens by part add up, per
+// cache label, exactly to the tokens counted by type (read to cache_read, write to
+// cache_creation, uncached to input), and the recorded cache misses count by their cause.
+func TestRecordedInputByPart(t *testing.T) {
+	dirs, err := replay.Sessions("../testdata/claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	misses := map[string]float64{}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			reg := replayed(t, filepath.Base(dir))
+			byType := map[string]float64{}
+			byCache := map[string]float64{}
+			for _, mf := range mustGather(t, reg) {
+				for _, metric := range mf.GetMetric() {
+					labels := map[string]string{}
+					for _, l := range metric.GetLabel() {
+						labels[l.GetName()] = l.GetValue()
+					}
+					v := metric.GetCounter().GetValue()
+					switch mf.GetName() {
+					case nameTokens:
+						byType[labels["type"]] += v
+					case nameInputByPart:
+						byCache[labels["cache"]] += v
+					case nameCacheMisses:
+						misses[labels["cause"]] += v
+					}
+				}
+			}
+			for cache, typ := range map[string]string{cacheRead: tokenCacheRead, cacheWrite: tokenCacheCreation, cacheUncached: tokenInput} {
+				// The billing recording's advisor sub-inference (usage.iterations) counts in
+				// cctrace_tokens_total and is not part of the request's own input.
+				if byCache[cache] > byType[typ] || (filepath.Base(dir) != "billing" && byCache[cache] != byType[typ]) {
+					t.Errorf("input by part, %s: %v; tokens %s: %v", cache, byCache[cache], typ, byType[typ])
+				}
+			}
+		})
+	}
+	t.Logf("cache misses by cause over the recordings: %v", misses)
+	if misses["model"] != 1 || misses["tools"] != 1 {
+		t.Errorf("cache misses by cause %v, want the model change and the tool list change among them", misses)
+	}
+}
