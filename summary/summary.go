@@ -4,12 +4,14 @@
 package summary
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,8 @@ type Store struct {
 	spend func() Spend
 	// limits reports a session's representative window (WithLimits); nil: none.
 	limits func(session string) (limits.Window, bool)
+	// ended is handed every turn as it ends (WithTurnEnded); nil: none.
+	ended func(Turn)
 }
 
 // maxLineBuffer bounds the line buffer the store keeps between turns.
@@ -62,6 +66,11 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // turns. Default: none is shown.
 func WithSpend(spend func() Spend) Option { return func(s *Store) { s.spend = spend } }
 
+// WithTurnEnded hands ended a copy of every turn, spans included, as its root span ends (a turn,
+// a side request of its own, a part of a turn handed off): history keeps them. ended is called
+// with the store's lock held, on the tracker's goroutine: it must only queue. Default: none.
+func WithTurnEnded(ended func(Turn)) Option { return func(s *Store) { s.ended = ended } }
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
@@ -84,8 +93,11 @@ type Turn struct {
 	TraceID   string `json:"trace_id"`
 	SessionID string `json:"session_id"`
 	// User and Team are who the turn is attributed to: the person of the request that opened it.
-	User     string     `json:"user,omitempty"`
-	Team     string     `json:"team,omitempty"`
+	User string `json:"user,omitempty"`
+	Team string `json:"team,omitempty"`
+	// Project is the last element of the working directory Claude Code reported on the turn's
+	// first request that named one; empty when none did.
+	Project  string     `json:"project,omitempty"`
 	Index    int        `json:"index"`
 	Start    time.Time  `json:"start"`
 	End      *time.Time `json:"end,omitempty"`
@@ -184,7 +196,10 @@ type Messages struct {
 type SessionTotals struct {
 	ID string
 	// User and Team are who the session's first attributed span was from.
-	User, Team  string
+	User, Team string
+	// Project is the last element of the working directory the session's requests named first
+	// (Turn.Project); empty when none did.
+	Project     string
 	First, Last time.Time
 	Turns       int
 	Compactions int
@@ -235,6 +250,10 @@ func (s *Store) SpanStarted(sp *instrument.Span) {
 		r.Attempt = sp.Chat.Attempt
 		if b := sp.Chat.Request.Body; b != nil {
 			r.Model = b.Model
+			if p := project(b.WorkingDirectory); p != "" {
+				t.Project = cmp.Or(t.Project, p)
+				tot.Project = cmp.Or(tot.Project, p)
+			}
 		}
 	case sp.Tool != nil:
 		r.Tool = sp.Tool.Name
@@ -292,6 +311,9 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 		return
 	}
 	fillTurn(t, sp)
+	if s.ended != nil {
+		s.ended(t.clone(sp.End))
+	}
 	if sp.Kind == instrument.KindTurn && s.out != nil {
 		s.line = append(appendLine(s.line[:0], t), '\n')
 		_, _ = s.out.Write(s.line) // one Write, as fmt.Fprintln did; errors were ignored then too
@@ -668,4 +690,14 @@ func statusName(c instrument.StatusCode) string {
 		return "error"
 	}
 	return ""
+}
+
+// project names a working directory by its last element: what a person calls the project, and
+// not the local path, which may name them.
+func project(dir string) string {
+	dir = strings.TrimRight(strings.ReplaceAll(dir, `\`, "/"), "/")
+	if dir == "" {
+		return ""
+	}
+	return dir[strings.LastIndexByte(dir, '/')+1:]
 }

@@ -179,7 +179,9 @@ type bodyParser struct {
 	// decoding when a later body ends with the same bytes. tailReused says a resumed decode
 	// did.
 	tailStart, tailCB int
-	tailReused        bool
+	// workingDirectoryAt is the message Body.WorkingDirectory was read from.
+	workingDirectoryAt int
+	tailReused         bool
 }
 
 // msgStart is the decoder's position at the start of one message.
@@ -894,6 +896,9 @@ func isIDByte(c byte) bool {
 // nor a system reminder is the message's human text. The markers it looks for have nothing
 // JSON escapes.
 func (p *bodyParser) textBlock(raw []byte, c textClass, text *messageText) {
+	if p.out.WorkingDirectory == "" && c.kind == ClientEnvironment {
+		p.out.WorkingDirectory, p.workingDirectoryAt = workingDirectory(raw), len(p.out.Messages)
+	}
 	if text.human == nil && c.human() {
 		text.human = raw
 	}

@@ -83,6 +83,10 @@ type bodyEntry struct {
 	past       []pastMessage
 	firstUser  int
 	firstHuman span
+	// workingDirectory is Body.WorkingDirectory when a message before the last checkpoint named
+	// it, the workingDirectoryAt-th.
+	workingDirectory   string
+	workingDirectoryAt int
 	// tail is the request's fields as the members after the messages array left them (Messages
 	// nil, before ParseBody's finishing touches), tailLen and tailHash those members' bytes (to
 	// the body's end), tailCB the cache breakpoints they count. Claude Code sends its system
@@ -380,6 +384,9 @@ func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byt
 	p.out.Tools.Names = nil // messages name no tools: set with the members after them
 	p.out.Messages = msgs
 	p.out.CacheBreakpoints = check.cb
+	if e.workingDirectory != "" && e.workingDirectoryAt < check.k {
+		p.out.WorkingDirectory, p.workingDirectoryAt = e.workingDirectory, e.workingDirectoryAt
+	}
 	p.msgs = p.msgs[:check.k]
 	p.uses, p.pending = p.uses[:0], p.pending[:0]
 	p.restored = check.k
@@ -410,9 +417,9 @@ func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byt
 		return false
 	}
 	if rest := b[p.tailStart:]; len(rest) == e.tailLen && xxh3.Hash(rest) == e.tailHash {
-		msgs, cb, history := p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash
+		msgs, cb, history, dir := p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash, p.out.WorkingDirectory
 		*p.out = e.tail
-		p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash = msgs, cb+e.tailCB, history
+		p.out.Messages, p.out.CacheBreakpoints, p.out.HistoryHash, p.out.WorkingDirectory = msgs, cb+e.tailCB, history, dir
 		p.out.Tools.Names = slices.Clone(e.tail.Tools.Names)
 		p.tailReused = true
 		p.a.restoreTail(&e.anatomy)
@@ -476,6 +483,10 @@ func (c *BodyCache) store(key string, p *bodyParser, from *list.Element, fromChe
 	e.past = e.past[:keep]
 	for i := keep; i < last.k; i++ {
 		e.past = append(e.past, toPast(&p.out.Messages[i], &p.msgs[i]))
+	}
+	e.workingDirectory, e.workingDirectoryAt = "", 0
+	if dir := p.out.WorkingDirectory; dir != "" && p.workingDirectoryAt < last.k {
+		e.workingDirectory, e.workingDirectoryAt = dir, p.workingDirectoryAt
 	}
 	e.firstUser, e.firstHuman = -1, span{}
 	for i, m := range p.out.Messages[:last.k] {

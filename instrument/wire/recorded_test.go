@@ -133,6 +133,15 @@ func refDecode(t *testing.T, body []byte) Body {
 		msg := Message{Role: parseRole([]byte(m.Role))}
 		for _, blk := range refBlocks(t, m.Content) {
 			msg.Blocks.Add(parseBlockType([]byte(blk.Type)), 1)
+			// The environment text comes on its own, or (as after a model change) in a reminder.
+			if blk.Text != nil && want.WorkingDirectory == "" && strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(*blk.Text, "<system-reminder>")), "# Environment") {
+				for line := range strings.Lines(*blk.Text) {
+					if dir, ok := strings.CutPrefix(line, " - Primary working directory: "); ok {
+						want.WorkingDirectory = strings.TrimSpace(dir)
+						break
+					}
+				}
+			}
 			if cacheMarker(blk.CacheControl) {
 				want.CacheBreakpoints++
 			}
@@ -180,7 +189,7 @@ func refDecode(t *testing.T, body []byte) Body {
 func comparable(b *Body) Body {
 	out := Body{
 		Model: b.Model, MaxTokens: b.MaxTokens, Stream: b.Stream, Thinking: b.Thinking,
-		Tools: b.Tools, CacheBreakpoints: b.CacheBreakpoints,
+		Tools: b.Tools, CacheBreakpoints: b.CacheBreakpoints, WorkingDirectory: b.WorkingDirectory,
 		System: SystemInfo{Blocks: b.System.Blocks, Bytes: b.System.Bytes},
 	}
 	for _, m := range b.Messages {
@@ -196,7 +205,7 @@ func comparable(b *Body) Body {
 // TestParseBodyRecordedAgainstEncodingJSON decodes every recorded Claude Code request body and
 // checks what ParseBody reports against an independent decoding with encoding/json.
 func TestParseBodyRecordedAgainstEncodingJSON(t *testing.T) {
-	var results, uses int
+	var results, uses, dirs int
 	for path, body := range recordedBodies(t) {
 		got, err := ParseBody(body, "")
 		if err != nil {
@@ -208,6 +217,9 @@ func TestParseBodyRecordedAgainstEncodingJSON(t *testing.T) {
 			wj, _ := json.MarshalIndent(want, "", " ")
 			t.Errorf("%s: ParseBody differs from encoding/json\nParseBody:     %s\nencoding/json: %s", path, gj, wj)
 		}
+		if got.WorkingDirectory != "" {
+			dirs++
+		}
 		if got.HistoryHash != rawMessagesHash(t, body) {
 			t.Errorf("%s: HistoryHash is not the hash of the messages array", path)
 		}
@@ -216,8 +228,8 @@ func TestParseBodyRecordedAgainstEncodingJSON(t *testing.T) {
 			uses += len(m.ToolUseIDs)
 		}
 	}
-	if results == 0 || uses == 0 {
-		t.Errorf("the recordings exercise %d tool results and %d tool calls", results, uses)
+	if results == 0 || uses == 0 || dirs == 0 {
+		t.Errorf("the recordings exercise %d tool results, %d tool calls and %d working directories", results, uses, dirs)
 	}
 }
 

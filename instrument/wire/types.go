@@ -134,6 +134,9 @@ type Body struct {
 	OutputFormat string
 	// ContextManagement is true when the request carries a context_management object.
 	ContextManagement bool
+	// WorkingDirectory is the primary working directory Claude Code names in its environment
+	// message (a local path: no sink shows it whole); empty when the request has none.
+	WorkingDirectory string
 
 	System SystemInfo
 	Tools  ToolsInfo
