@@ -197,6 +197,7 @@ printf 'jaeger %s\n' "$("$CCTRACE_JAEGER_BIN" version 2>/dev/null)"
 "$CCTRACE_OTELCOL_BIN" --version
 "$CCTRACE_HELM_BIN" version --short
 "$CCTRACE_NGINX_BIN" -v
+"$CCTRACE_POSTGRES_BIN" --version
 "$CCTRACE_PROMETHEUS_BIN" --version 2>&1 | head -n 1
 "$CCTRACE_CLAUDE_BIN" --version
 "$CCTRACE_STATICCHECK_BIN" -version

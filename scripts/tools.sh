@@ -11,6 +11,7 @@
 #   CCTRACE_OTELCOL_BIN       OpenTelemetry Collector built by ocb from tools/otelcol/manifest.yaml
 #   CCTRACE_HELM_BIN          helm, built from the Go module proxy (tools/helm)
 #   CCTRACE_NGINX_BIN         nginx                 (Debian package nginx-light)
+#   CCTRACE_POSTGRES_BIN      the PostgreSQL server (Debian package postgresql; initdb beside it)
 # A variable that is already set to an executable is kept as it is.
 #
 # Slow builds are cached outside the clone in ${XDG_CACHE_HOME:-$HOME/.cache}/cctrace/<tool>-<version>/,
@@ -26,7 +27,8 @@ STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, the first line that supports 
 
 # CCTRACE_TOOL_VARS lists the variables install_tools exports.
 CCTRACE_TOOL_VARS="CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN
-CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN CCTRACE_HELM_BIN CCTRACE_NGINX_BIN"
+CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN CCTRACE_HELM_BIN CCTRACE_NGINX_BIN
+CCTRACE_POSTGRES_BIN"
 
 tools_log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -103,18 +105,26 @@ install_jaeger() {
 
 nginx_path() { command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; }; }
 
+# postgres_path: Debian keeps the server and initdb off PATH, in /usr/lib/postgresql/<major>/bin;
+# the newest major installed.
+postgres_path() {
+	local bin
+	bin=$(ls -d /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sort -V | tail -n 1)
+	[ -n "$bin" ] && [ -x "$bin" ] && [ -x "$(dirname "$bin")/initdb" ] && echo "$bin"
+}
+
 prometheus_bins_present() {
 	command -v prometheus >/dev/null && command -v promtool >/dev/null &&
 		command -v amtool >/dev/null &&
 		{ command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null; } &&
-		nginx_path >/dev/null
+		nginx_path >/dev/null && postgres_path >/dev/null
 }
 
 apt_install_prometheus() {
 	prometheus_bins_present && return 0
 	if [ "$(id -u)" != 0 ]; then
-		tools_log "prometheus, promtool, prometheus-alertmanager, amtool or nginx are missing; as root run:"
-		tools_log "  apt-get install -y --no-install-recommends prometheus prometheus-alertmanager nginx-light"
+		tools_log "prometheus, promtool, prometheus-alertmanager, amtool, nginx or postgresql are missing; as root run:"
+		tools_log "  apt-get install -y --no-install-recommends prometheus prometheus-alertmanager nginx-light postgresql"
 		return 1
 	fi
 	local policy=/usr/sbin/policy-rc.d own_policy=0 rc=0
@@ -126,11 +136,11 @@ apt_install_prometheus() {
 	{
 		apt-get update -qq &&
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				prometheus prometheus-alertmanager nginx-light >/dev/null
+				prometheus prometheus-alertmanager nginx-light postgresql >/dev/null
 	} || rc=$?
 	[ $own_policy = 1 ] && rm -f "$policy"
 	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
-		systemctl disable --now prometheus.service prometheus-alertmanager.service nginx.service >/dev/null 2>&1 || true
+		systemctl disable --now prometheus.service prometheus-alertmanager.service nginx.service postgresql.service >/dev/null 2>&1 || true
 	fi
 	return $rc
 }
@@ -144,6 +154,7 @@ install_prometheus() {
 	tools_executable "${CCTRACE_ALERTMANAGER_BIN:-}" || CCTRACE_ALERTMANAGER_BIN=$am
 	tools_executable "${CCTRACE_AMTOOL_BIN:-}" || CCTRACE_AMTOOL_BIN=$(command -v amtool)
 	tools_executable "${CCTRACE_NGINX_BIN:-}" || CCTRACE_NGINX_BIN=$(nginx_path)
+	tools_executable "${CCTRACE_POSTGRES_BIN:-}" || CCTRACE_POSTGRES_BIN=$(postgres_path)
 }
 
 # --- Claude Code CLI (npm) --------------------------------------------------------------------
@@ -331,7 +342,7 @@ install_tools() {
 	trap 'tools_interrupted 130' INT
 	trap 'tools_interrupted 143' TERM
 	trap 'tools_stop_builds' EXIT
-	tools_timed "prometheus+alertmanager+nginx (apt)" install_prometheus || failed=1
+	tools_timed "prometheus+alertmanager+nginx+postgresql (apt)" install_prometheus || failed=1
 	tools_timed "claude code (npm)" install_claude || failed=1
 	tools_timed "staticcheck" install_staticcheck || failed=1
 	wait "$tools_builds_pid" || failed=1
@@ -356,7 +367,7 @@ install_tools() {
 	fi
 	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
 		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN \
-		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN
+		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN CCTRACE_POSTGRES_BIN
 	local v
 	for v in $CCTRACE_TOOL_VARS; do
 		tools_log "$v=${!v:-(missing)}"

@@ -38,6 +38,7 @@ const (
 	EnvClaude       = "CCTRACE_CLAUDE_BIN"       // Claude Code CLI native binary
 	EnvOtelcol      = "CCTRACE_OTELCOL_BIN"      // OpenTelemetry Collector built by ocb from tools/otelcol
 	EnvNginx        = "CCTRACE_NGINX_BIN"        // nginx (Debian: nginx-light)
+	EnvPostgres     = "CCTRACE_POSTGRES_BIN"     // the PostgreSQL server, initdb beside it (Debian: postgresql)
 )
 
 // InCI reports whether the CI environment variable is set to a true value ("true", "1", …).
