@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/history"
 	"github.com/cctrace/cctrace/internal/inflight"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/provider"
@@ -45,6 +46,9 @@ type app struct {
 	out      io.Writer
 	store    *summary.Store
 	tracing  *tracing.Sink // nil when no OTLP endpoint is configured
+	// history writes ended turns and limit readings to the history store, off the tracker.
+	history     *history.Writer
+	stopHistory context.CancelFunc
 
 	proxyLn, metricsLn   net.Listener
 	proxyScheme          string // "https" with --tls-cert
@@ -97,11 +101,18 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if a.teams, err = newTeams(o.teams, m, log); err != nil {
 		return nil, err
 	}
-	lim, err := limits.New(reg, m, limits.WithMaxAccounts(o.teams.maxUsers), limits.WithMaxTracked(o.maxSessions))
+	a.history, err = history.OpenWriter(ctx, historyStore(o), reg, history.WithLogger(log),
+		history.WithRetention(history.Retention{MaxAge: o.historyMaxAge, MaxBytes: o.historyMaxSize}))
 	if err != nil {
+		return nil, fmt.Errorf("opening history: %w", err)
+	}
+	lim, err := limits.New(reg, m, limits.WithMaxAccounts(o.teams.maxUsers), limits.WithMaxTracked(o.maxSessions), limits.WithRecorder(a.history))
+	if err != nil {
+		a.closeSinks()
 		return nil, fmt.Errorf("creating limit metrics: %w", err)
 	}
-	a.store = summary.New(summary.WithOutput(out), summary.WithSpend(a.teams.spend), summary.WithLimits(lim.Session))
+	a.store = summary.New(summary.WithOutput(out), summary.WithSpend(a.teams.spend), summary.WithLimits(lim.Session),
+		summary.WithTurnEnded(a.history.TurnEnded))
 	sinks := instrument.Sinks{m, a.store, a.teams.ledger, lim}
 
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent), tracing.WithProvider(up.Provider())}
@@ -110,6 +121,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	}
 	ts, err := tracing.New(topts...)
 	if err != nil {
+		a.closeSinks()
 		return nil, fmt.Errorf("configuring OTLP export: %w", err)
 	}
 	if ts.Exporting() {
@@ -153,7 +165,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		append(a.teams.proxyOptions(!up.ReplacesCredentials()), proxy.WithParseLimit(o.parseLimit), proxy.WithMaxRequestBody(o.maxRequestBody),
 			proxy.WithProvider(up.Provider()), proxy.WithRoute(up.Route), proxy.WithUpstreamAuth(up.Transport))...)
 	if err != nil {
-		a.closeTracing()
+		a.closeSinks()
 		return nil, fmt.Errorf("creating proxy: %w", err)
 	}
 	a.pipe, a.teams.pipe = pipe, pipe
@@ -162,26 +174,26 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 		if err != nil {
-			a.closeTracing()
+			a.closeSinks()
 			return nil, fmt.Errorf("loading --tls-cert and --tls-key: %w", err)
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	if a.proxyLn, err = listen("--listen", o.listen); err != nil {
-		a.closeTracing()
+		a.closeSinks()
 		return nil, err
 	}
 	a.proxyLn = proxy.AcceptOnFirstByte(a.proxyLn, proxyIdleTimeout)
 	if a.metricsLn, err = listen("--metrics-listen", o.metricsListen); err != nil {
 		a.proxyLn.Close()
-		a.closeTracing()
+		a.closeSinks()
 		return nil, err
 	}
 	if o.teams.metricsOnlyListen != "" {
 		if a.metricsOnlyLn, err = listen("--metrics-only-listen", o.teams.metricsOnlyListen); err != nil {
 			a.proxyLn.Close()
 			a.metricsLn.Close()
-			a.closeTracing()
+			a.closeSinks()
 			return nil, err
 		}
 	}
@@ -195,7 +207,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/api/turns", a.store)
 	mux.HandleFunc("GET /api/sessions/{id}/status", a.store.ServeStatus)
-	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log), ui.WithPeople(a.teams.people)))
+	mux.Handle("/", ui.New(a.store, ui.WithTraceUI(traceUI), ui.WithLogger(log), ui.WithPeople(a.teams.people), ui.WithHistory(a.history.Store)))
 
 	a.proxySrv = &http.Server{
 		Handler: p,
@@ -229,6 +241,9 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopPipe = cancel
+	hctx, stopHistory := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopHistory = stopHistory
+	go a.history.Run(hctx)
 	a.wg.Add(3)
 	go func() { defer a.wg.Done(); a.pipe.Run(pctx) }()
 	a.teams.run(pctx, &a.wg)
@@ -295,6 +310,12 @@ func (a *app) shutdown() error {
 	a.stopProbes()
 	a.stopPipe()
 	<-a.pipe.Done()
+	// The tracker has ended every turn: what the history has queued is the last of it.
+	a.stopHistory()
+	<-a.history.Done()
+	if err := a.history.Store().Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing history: %w", err))
+	}
 	_ = a.metricsSrv.Shutdown(ctx)
 	if a.metricsOnlySrv != nil {
 		_ = a.metricsOnlySrv.Shutdown(ctx)
@@ -321,10 +342,12 @@ func (a *app) stop(summary io.Writer) {
 	}
 }
 
-func (a *app) closeTracing() {
+// closeSinks lets go of what the sinks hold, when start fails: the exporter and the history.
+func (a *app) closeSinks() {
 	if a.tracing != nil {
 		_ = a.tracing.Shutdown(context.Background())
 	}
+	_ = a.history.Store().Close()
 }
 
 // listen opens a TCP listener with an error message that says what to do about it.

@@ -48,7 +48,12 @@ type options struct {
 	joinClient      bool
 	// clientTelemetry (run only) turns on Claude Code's own tracing for the command.
 	clientTelemetry bool
-	teams           teamOptions
+	// history names the history store (see historyStore); historyMaxAge and historyMaxSize are
+	// its retention.
+	history        string
+	historyMaxAge  time.Duration
+	historyMaxSize int64
+	teams          teamOptions
 }
 
 // teamOptions are the flags of a shared cctrace: who sent each request, their budgets, and who
@@ -99,6 +104,10 @@ func newFlagSet(name string, o *options, listenDefault, metricsDefault string) *
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the proxy over HTTPS with this PEM certificate (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&o.replica, "replica", false, "this cctrace is one of several replicas behind a load balancer with session affinity: a turn whose session went on elsewhere ends as handed_off")
+	fs.StringVar(&o.history, "history", "", "where sessions and turns are kept across restarts: an SQLite file (default history.db in --state-dir), postgres://… for replicas sharing one history, or memory")
+	fs.DurationVar(&o.historyMaxAge, "history-max-age", 90*24*time.Hour, "history older than this is removed (0: no limit)")
+	o.historyMaxSize = 1 << 30
+	fs.Var((*byteSize)(&o.historyMaxSize), "history-max-size", "the oldest history is removed beyond this size (0: no limit)")
 	addTeamFlags(fs, &o.teams)
 	fs.StringVar(&o.uiURL, "trace-ui-url", "", "link each turn on the turns page to its trace: Jaeger's base URL (http://localhost:16686), Grafana Explore (http://localhost:3000/explore, Tempo data source uid \"tempo\") or any URL with {trace_id}")
 	fs.BoolVar(&o.joinClient, "join-client-trace", false, "put each turn into Claude Code's own trace when its requests carry a traceparent (its telemetry with CLAUDE_CODE_PROPAGATE_TRACEPARENT=1); export both to the same backend")
@@ -113,7 +122,7 @@ func addTeamFlags(fs *flag.FlagSet, t *teamOptions) {
 	fs.StringVar(&t.identityHeader, "identity-header", identity.DefaultHeader, "request header naming the person (set it in ANTHROPIC_CUSTOM_HEADERS); empty: not read")
 	fs.StringVar(&t.identityOrder, "identity-order", "header,account,key", "which identities attribute a request, in order: header, account (metadata.user_id's account_uuid), key (the credential's fingerprint)")
 	fs.StringVar(&t.identitySecretFile, "identity-secret-file", "", "file with the secret (32 bytes or more) credential fingerprints are keyed with; default CCTRACE_IDENTITY_SECRET, else one generated in --state-dir")
-	fs.StringVar(&t.stateDir, "state-dir", stateDir(os.Getenv), "where cctrace keeps its generated fingerprint secret, and the turns in flight when it stops")
+	fs.StringVar(&t.stateDir, "state-dir", stateDir(os.Getenv), "where cctrace keeps its generated fingerprint secret, its history, and the turns in flight when it stops")
 	fs.StringVar(&t.directory, "directory", "", "YAML file naming people and teams by their identities; reread when it changes")
 	fs.IntVar(&t.maxUsers, "max-users", metrics.DefaultMaxUsers, "distinct user label values in metrics; the rest are \"other\"")
 	fs.IntVar(&t.maxTeams, "max-teams", metrics.DefaultMaxTeams, "distinct team label values in metrics; the rest are \"other\"")
@@ -193,6 +202,9 @@ func (o *options) validate() error {
 	}
 	if o.maxSessions < 1 {
 		return errors.New("invalid --max-sessions: must be at least 1")
+	}
+	if o.historyMaxAge < 0 || o.historyMaxSize < 0 {
+		return errors.New("invalid --history-max-age or --history-max-size: must not be negative (0 means no limit)")
 	}
 	if o.parseLimit < 0 {
 		return errors.New("invalid --parse-limit: must not be negative")

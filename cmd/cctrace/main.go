@@ -4,6 +4,7 @@
 //	cctrace serve [flags]              run the proxy until SIGINT/SIGTERM
 //	cctrace run [flags] -- COMMAND...  run COMMAND (e.g. claude) through a private proxy
 //	cctrace demo                       replay recorded Claude Code sessions through cctrace to a fake API
+//	cctrace sessions|turns [flags]     the sessions and turns of the history store
 //	cctrace statusline [--url URL]     print the current turn, for Claude Code's statusLine
 //	cctrace budgets rules --budgets F  Prometheus alerting rules of a budgets file
 //	cctrace fingerprint < KEY          the fingerprint cctrace shows for a credential
@@ -35,6 +36,9 @@ Usage:
   cctrace run [flags] -- COMMAND ...  run COMMAND with ANTHROPIC_BASE_URL set to a private proxy
   cctrace demo                        see it work in a minute, without Claude Code or an API key:
                                       recorded sessions replayed through cctrace to a fake API
+  cctrace sessions [--json]           the sessions cctrace kept, across restarts (--top, --per day,
+                                      --user, --project, --model, --since 24h; -h for all)
+  cctrace turns [--session ID]        the turns it kept, the latest (or with --top the costliest) first
   cctrace statusline [--url URL]      a status line for Claude Code (its statusLine setting)
   cctrace budgets rules --budgets F   print the Prometheus alerting rules of a budgets file
   cctrace fingerprint < KEY           print the fingerprint cctrace shows for a key or token
@@ -66,6 +70,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return demo(args[1:], stdout, stderr)
 	case "statusline":
 		return statusline(args[1:], statusStdin(), stdout, stderr)
+	case "sessions", "turns":
+		return historyCmd(args[0], args[1:], stdout, stderr)
 	case "budgets":
 		return budgetsCmd(args[1:], stdout, stderr)
 	case "fingerprint":

@@ -68,8 +68,11 @@ func execCctrace(t *testing.T, args ...string) *exec.Cmd {
 	return c
 }
 
+// baseEnv is the test's environment without CCTRACE_*, OTEL_* and ANTHROPIC_* variables, and
+// with history in memory: a test's cctrace starts with no sessions of another's unless it asks
+// for a store (CCTRACE_HISTORY in its own env, which comes later and wins).
 func baseEnv() []string {
-	var env []string
+	env := []string{"CCTRACE_HISTORY=memory"}
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "CCTRACE_") || strings.HasPrefix(kv, "OTEL_") || strings.HasPrefix(kv, "ANTHROPIC_") {
 			continue

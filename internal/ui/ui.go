@@ -11,12 +11,16 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/history"
 	"github.com/cctrace/cctrace/summary"
 )
 
@@ -41,6 +45,7 @@ type Handler struct {
 	now     func() time.Time
 	log     *slog.Logger
 	people  func() bool
+	history func() *history.DB // nil: memory only (WithHistory)
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 }
@@ -108,15 +113,27 @@ type page struct {
 	// shown (WithPeople).
 	People   bool
 	Sessions []sessionRow
-	// Person and Team are what the sessions page is filtered by (?user=, ?team=).
-	Person, Team string
+	// Person, Team, Model and Project are what the sessions page is filtered by (?user=,
+	// ?team=, ?model=, ?project=).
+	Person, Team, Model, Project string
+	// History is true when the page reads the history store too (WithHistory); HistoryError when
+	// reading it failed.
+	History, HistoryError bool
+	// SpendDays and SpendWeeks are the history's spend, the latest first; TopTurns and
+	// TopSessions its most expensive.
+	SpendDays, SpendWeeks []history.SpendBucket
+	TopTurns              []turnRow
+	TopSessions           []sessionRow
 	// Spend is what the people and teams the viewer may see spent; nil without budgets' ledger.
 	Spend   *summary.Spend
 	Session *summary.SessionTotals
-	Turns   []turnRow
-	Turn    *turnRow
-	Spans   []spanRow
-	Axis    []axisTick
+	// Shares is the session's share of each window of its account's limits, the part of the
+	// window's growth its requests caused (docs/limits.md); nil without any.
+	Shares map[string]float64
+	Turns  []turnRow
+	Turn   *turnRow
+	Spans  []spanRow
+	Axis   []axisTick
 }
 
 type sessionRow struct {
@@ -130,6 +147,8 @@ type turnRow struct {
 	summary.Turn
 	Path  string
 	Trace string // link to Jaeger or Grafana, "" without one
+	// Shares is the turn's share of each window of its account's limits; nil without any.
+	Shares map[string]float64
 }
 
 // spanRow is one row of the waterfall.
@@ -150,7 +169,8 @@ type axisTick struct {
 func (h *Handler) sessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	scope := summary.ScopeFrom(r.Context())
-	p := page{Title: "sessions", Poll: true, Now: h.now(), Person: q.Get("user"), Team: q.Get("team"), People: h.people()}
+	p := page{Title: "sessions", Poll: true, Now: h.now(), Person: q.Get("user"), Team: q.Get("team"), People: h.people(),
+		Model: q.Get("model"), Project: q.Get("project"), History: h.history != nil}
 	if sp, ok := h.store.Spend(); ok && p.People {
 		sp = scope.Spend(sp)
 		p.Spend = &sp
@@ -162,18 +182,23 @@ func (h *Handler) sessions(w http.ResponseWriter, r *http.Request) {
 	}
 	live := map[string]bool{}
 	kept := map[string]int{}
-	for _, t := range h.store.TurnsWhere(f) {
+	turns := h.store.TurnsWhere(f)
+	running := runningTotals(turns)
+	for _, t := range turns {
 		kept[t.SessionID]++
 		if t.Running() {
 			live[t.SessionID] = true
 		}
 	}
 	for _, s := range h.store.SessionsWhere(f) {
-		if s.Requests == 0 && kept[s.ID] == 0 {
+		if s.Requests == 0 && kept[s.ID] == 0 || !picks(s, p.Model, p.Project) {
 			continue
 		}
 		p.Sessions = append(p.Sessions, sessionRow{SessionTotals: s, Path: sessionPath(s.ID), Live: live[s.ID], KeptTurns: kept[s.ID]})
 		p.Live = p.Live || live[s.ID]
+	}
+	if h.history != nil {
+		p.Sessions = h.storedSessions(r.Context(), &p, p.Sessions, historyQuery(f, p.Model, p.Project), running)
 	}
 	h.render(w, http.StatusOK, "sessions", p)
 }
@@ -185,14 +210,26 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	}
 	s, ok := h.store.Session(id)
 	scope := summary.ScopeFrom(r.Context())
+	f, _ := scope.Narrow(summary.Filter{Session: id})
+	turns := h.store.TurnsWhere(f)
+	if h.history != nil {
+		s, ok = h.storedSession(r.Context(), id, s, ok, runningTotals(turns)[id])
+		turns = h.storedTurns(r.Context(), turns, historyQuery(f, "", ""))
+	}
 	if !ok || !scope.Allows(s.User, s.Team) {
 		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: fmt.Sprintf("No session %q: it was never seen, or cctrace restarted since.", id)})
 		return
 	}
-	p := page{Title: "session " + summary.ShortID(id), Poll: true, Now: h.now(), Session: &s, TraceUI: h.traceUI.Name()}
-	f, _ := scope.Narrow(summary.Filter{Session: id})
-	for _, t := range h.store.TurnsWhere(f) {
-		p.Turns = append(p.Turns, h.turnRow(t))
+	p := page{Title: "session " + summary.ShortID(id), Poll: true, Now: h.now(), Session: &s, TraceUI: h.traceUI.Name(), History: h.history != nil}
+	var shares history.Shares
+	if h.history != nil {
+		shares = h.storedShares(r.Context(), id)
+		p.Shares = shares.Session
+	}
+	for _, t := range turns {
+		row := h.turnRow(t)
+		row.Shares = shares.Turns[t.TraceID]
+		p.Turns = append(p.Turns, row)
 		p.Live = p.Live || t.Running()
 	}
 	h.render(w, http.StatusOK, "session", p)
@@ -200,8 +237,15 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	t, ok := h.store.Turn(r.PathValue("trace"))
+	if !ok && h.history != nil {
+		db := h.history()
+		var err error
+		if t, ok, err = db.Turn(r.Context(), r.PathValue("trace")); err != nil {
+			h.log.Warn("turns page: reading history", "store", db.Where(), "error", err)
+		}
+	}
 	if !ok || !summary.ScopeFrom(r.Context()).Allows(t.User, t.Team) {
-		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No such turn: it is not among the turns cctrace keeps in memory."})
+		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No such turn: it is not among the turns cctrace keeps."})
 		return
 	}
 	now := h.now()
@@ -213,6 +257,27 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Poll = p.Live
 	h.render(w, http.StatusOK, "turn", p)
+}
+
+// runningTotals are the totals of the running turns of turns, by session.
+func runningTotals(turns []summary.Turn) map[string]*instrument.Totals {
+	out := map[string]*instrument.Totals{}
+	for i := range turns {
+		t := &turns[i]
+		if !t.Running() {
+			continue
+		}
+		if out[t.SessionID] == nil {
+			out[t.SessionID] = &instrument.Totals{}
+		}
+		out[t.SessionID].Merge(&t.Totals)
+	}
+	return out
+}
+
+// picks reports whether a session held in memory used model and is of project (each when set).
+func picks(s summary.SessionTotals, model, project string) bool {
+	return (model == "" || slices.Contains(s.Models, model)) && (project == "" || s.Project == project)
 }
 
 func (h *Handler) turnRow(t summary.Turn) turnRow {
@@ -353,6 +418,17 @@ var funcs = template.FuncMap{
 		}
 		return "–"
 	},
+	// day is a time of day, with the date when it is not today's.
+	"day": func(now, t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		t, now = t.Local(), now.Local()
+		if y, m, d := t.Date(); y != now.Year() || m != now.Month() || d != now.Day() {
+			return t.Format("2 Jan 15:04")
+		}
+		return t.Format("15:04:05")
+	},
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
 			return "–"
@@ -367,4 +443,20 @@ var funcs = template.FuncMap{
 	},
 	"indent": func(depth int) string { return fmt.Sprintf("%.1fem", 0.6+float64(depth)*1.2) },
 	"join":   strings.Join,
+	// shares writes each window's share, "5h 1.2% · 7d 0.3%", the windows in order.
+	"shares": func(m map[string]float64) string {
+		var parts []string
+		for _, w := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, w+" "+sharePercent(m[w]))
+		}
+		return strings.Join(parts, " · ")
+	},
+}
+
+// sharePercent writes a share of a window, which is often a fraction of a percent: 1.2%, 0.35%.
+func sharePercent(v float64) string {
+	if v >= 0.01 {
+		return fmt.Sprintf("%.1f%%", 100*v)
+	}
+	return fmt.Sprintf("%.2f%%", 100*v)
 }
