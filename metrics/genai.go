@@ -38,6 +38,9 @@ var (
 type genAI struct {
 	tokens   genaiconv.ClientTokenUsage
 	duration genaiconv.ClientOperationDuration
+	// latest holds the instruments of the conventions' latest experimental version, which
+	// replace the two above when asked for (WithGenAILatest); nil otherwise.
+	latest *genAILatest
 
 	// errorTypes caps error.type, which is whatever the upstream sent, as the other labels from
 	// the upstream are capped.
@@ -54,7 +57,7 @@ type genAIKey struct {
 	model, tokenType, errorType string
 }
 
-func newGenAI(reg prometheus.Registerer) (*genAI, error) {
+func newGenAI(reg prometheus.Registerer, latest bool) (*genAI, error) {
 	exporter, err := otelprom.New(
 		otelprom.WithRegisterer(reg),
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
@@ -69,6 +72,12 @@ func newGenAI(reg prometheus.Registerer) (*genAI, error) {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	meter := provider.Meter("github.com/cctrace/cctrace/metrics")
 	g := &genAI{attrs: make(map[genAIKey]attribute.Set), errorTypes: newCappedLabel(defaultLabelCap)}
+	if latest {
+		if g.latest, err = newGenAILatest(meter); err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
 	if g.tokens, err = genaiconv.NewClientTokenUsage(meter, metric.WithExplicitBucketBoundaries(genAITokenBuckets...)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", g.tokens.Name(), err)
 	}
@@ -90,6 +99,11 @@ func (g *genAI) request(model string, s *instrument.Span, msg *wire.MessageInfo)
 	errType := ""
 	if s.Status == instrument.StatusError {
 		errType = g.errorTypes.value(s.ErrorType, "_OTHER")
+	}
+	if l := g.latest; l != nil {
+		l.request(ctx, s.End.Sub(s.Start).Seconds(), g.attributes(genAIKey{provider: c.Request.Provider, model: model, errorType: errType}),
+			g.attributes(genAIKey{provider: c.Request.Provider, model: model}), msg)
+		return
 	}
 	g.duration.RecordSet(ctx, s.End.Sub(s.Start).Seconds(), g.attributes(genAIKey{provider: c.Request.Provider, model: model, errorType: errType}))
 	if msg == nil {
@@ -121,4 +135,80 @@ func (g *genAI) attributes(k genAIKey) attribute.Set {
 	set := attribute.NewSet(kv...)
 	g.attrs[k] = set
 	return set
+}
+
+// The metrics of the GenAI conventions' latest experimental version
+// (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental), as their migration guide from
+// v1.41.0 names them (docs/metrics.md): inference duration under its own name, token counters
+// by kind, and per-operation token histograms in place of gen_ai.client.token.usage.
+const (
+	genAIInferenceDuration = "gen_ai.client.inference.duration"
+	genAIUsageInput        = "gen_ai.client.inference.usage.input_tokens"
+	genAIUsageOutput       = "gen_ai.client.inference.usage.output_tokens"
+	genAIUsageCacheRead    = "gen_ai.client.inference.usage.cache_read.input_tokens"
+	genAIUsageCacheWrite   = "gen_ai.client.inference.usage.cache_write.input_tokens"
+	genAIOperationInput    = "gen_ai.client.inference.operation.input_tokens"
+	genAIOperationOutput   = "gen_ai.client.inference.operation.output_tokens"
+	genAITokenUnit         = "{token}"
+	genAIDurationUnit      = "s"
+	genAIDurationHelp      = "Duration of GenAI inference operations."
+)
+
+// genAILatest is the latest experimental version's instruments.
+type genAILatest struct {
+	duration                        metric.Float64Histogram
+	input, output, cacheRead, write metric.Int64Counter
+	opInput, opOutput               metric.Int64Histogram
+}
+
+func newGenAILatest(meter metric.Meter) (*genAILatest, error) {
+	l := &genAILatest{}
+	var err error
+	if l.duration, err = meter.Float64Histogram(genAIInferenceDuration, metric.WithUnit(genAIDurationUnit),
+		metric.WithDescription(genAIDurationHelp), metric.WithExplicitBucketBoundaries(genAIDurationBuckets...)); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", genAIInferenceDuration, err)
+	}
+	for _, c := range []struct {
+		to         *metric.Int64Counter
+		name, help string
+	}{
+		{&l.input, genAIUsageInput, "Input tokens of inference operations, cached ones included."},
+		{&l.output, genAIUsageOutput, "Output tokens of inference operations."},
+		{&l.cacheRead, genAIUsageCacheRead, "Input tokens read from the provider's prompt cache."},
+		{&l.write, genAIUsageCacheWrite, "Input tokens written to the provider's prompt cache."},
+	} {
+		if *c.to, err = meter.Int64Counter(c.name, metric.WithUnit(genAITokenUnit), metric.WithDescription(c.help)); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", c.name, err)
+		}
+	}
+	for _, h := range []struct {
+		to         *metric.Int64Histogram
+		name, help string
+	}{
+		{&l.opInput, genAIOperationInput, "Input tokens per inference operation, cached ones included."},
+		{&l.opOutput, genAIOperationOutput, "Output tokens per inference operation."},
+	} {
+		if *h.to, err = meter.Int64Histogram(h.name, metric.WithUnit(genAITokenUnit), metric.WithDescription(h.help),
+			metric.WithExplicitBucketBoundaries(genAITokenBuckets...)); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", h.name, err)
+		}
+	}
+	return l, nil
+}
+
+// request records one ended inference operation: its duration under timed (which carries
+// error.type when it failed), and, when it was answered, its tokens under counted.
+func (l *genAILatest) request(ctx context.Context, seconds float64, timed, counted attribute.Set, msg *wire.MessageInfo) {
+	l.duration.Record(ctx, seconds, metric.WithAttributeSet(timed))
+	if msg == nil {
+		return
+	}
+	u := msg.Usage
+	set := metric.WithAttributeSet(counted)
+	l.input.Add(ctx, int64(u.TotalInput()), set)
+	l.output.Add(ctx, int64(u.OutputTokens), set)
+	l.cacheRead.Add(ctx, int64(u.CacheReadInputTokens), set)
+	l.write.Add(ctx, int64(u.CacheCreationInputTokens), set)
+	l.opInput.Record(ctx, int64(u.TotalInput()), set)
+	l.opOutput.Record(ctx, int64(u.OutputTokens), set)
 }

@@ -393,7 +393,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			}
 		}
 	}
-	genAI, err := newGenAI(reg)
+	genAI, err := newGenAI(reg, cfg.genAILatest)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ type config struct {
 	// replica and budgetEnforcement expose the metrics of those features (WithReplica,
 	// WithBudgetEnforcement).
 	replica, budgetEnforcement bool
+	// genAILatest: the GenAI metrics of the conventions' latest experimental version.
+	genAILatest bool
 }
 
 func defaultConfig() config {
@@ -76,3 +78,12 @@ func WithReplica() Option { return func(c *config) { c.replica = true } }
 // series from the start, for a cctrace that refuses the prompts of people over budget. The
 // default leaves it out: without enforcement nothing is refused.
 func WithBudgetEnforcement() Option { return func(c *config) { c.budgetEnforcement = true } }
+
+// WithGenAILatest exposes the OpenTelemetry GenAI metrics as the latest experimental version of
+// the conventions names them, for OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental:
+// gen_ai.client.inference.duration, gen_ai.client.inference.usage.{input_tokens, output_tokens,
+// cache_read.input_tokens, cache_write.input_tokens} counters and
+// gen_ai.client.inference.operation.{input,output}_tokens histograms, instead of
+// gen_ai.client.operation.duration and gen_ai.client.token.usage. The default is the names of
+// semantic conventions v1.41.0.
+func WithGenAILatest() Option { return func(c *config) { c.genAILatest = true } }

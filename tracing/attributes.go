@@ -150,6 +150,9 @@ type attributeSet struct {
 	serverAddress string
 	serverPort    int
 	provider      wire.Provider // of turns and subagents
+	// latest names usage as the GenAI conventions' latest experimental version does
+	// (WithGenAILatest).
+	latest bool
 }
 
 // spanAttributes appends the attributes of s for its kind to a.
@@ -190,7 +193,7 @@ func (b attributeSet) turn(a *attrs, s *instrument.Span) {
 	if t == nil {
 		return
 	}
-	totals(a, &turnTotals, &t.Totals)
+	totals(a, &turnTotals, &t.Totals, b.latest)
 	a.add(keyTurnSubagents.Int(t.Subagents))
 	a.str(keyTurnOutcome, string(t.Outcome))
 	a.str(keyTurnTrigger, string(t.Trigger))
@@ -256,7 +259,7 @@ func (b attributeSet) chat(a *attrs, s *instrument.Span) {
 		a.add(keyRequestMessages.Int(messages))
 	}
 	if c.Response != nil {
-		response(a, &c.Request, c.Response)
+		response(a, &c.Request, c.Response, b.latest)
 	}
 	chatContext(a, c)
 }
@@ -296,7 +299,7 @@ func request(a *attrs, r *wire.Request) {
 }
 
 // response adds what the upstream answered to req.
-func response(a *attrs, req *wire.Request, r *wire.Response) {
+func response(a *attrs, req *wire.Request, r *wire.Response, latest bool) {
 	a.positive(semconv.HTTPResponseStatusCodeKey, r.Status)
 	a.str(keyUpstreamRequestID, r.RequestID)
 	a.add(keyResponseBodyBytes.Int64(r.BodySize))
@@ -322,7 +325,7 @@ func response(a *attrs, req *wire.Request, r *wire.Response) {
 	} else if m.StopReason != "" {
 		a.add(semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{m.StopReason}))
 	}
-	usage(a, m.Usage)
+	usage(a, m.Usage, latest, true)
 	a.add(keyResponseToolUses.Int(len(m.ToolUses)))
 	// What the answer billed beyond its tokens.
 	st := m.Usage.ServerToolUse
@@ -334,15 +337,31 @@ func response(a *attrs, req *wire.Request, r *wire.Response) {
 	a.positive(keyUsageIterations, len(m.Iterations))
 }
 
+// keyUsageCacheWrite is gen_ai.usage.cache_creation.input_tokens as the GenAI conventions'
+// latest experimental version names it (docs/tracing.md).
+const keyUsageCacheWrite = attribute.Key("gen_ai.usage.cache_write.input_tokens")
+
 // usage adds token usage. gen_ai.usage.input_tokens counts every input token, cached ones
-// included, as the conventions ask; Anthropic's own input_tokens excludes them.
-func usage(a *attrs, u wire.Usage) {
+// included, as the conventions ask; Anthropic's own input_tokens excludes them. With latest,
+// cache writes are gen_ai.usage.cache_write.input_tokens, and an agent's span (inference false)
+// carries no cache counts, as that version has them only on inference spans.
+func usage(a *attrs, u wire.Usage, latest, inference bool) {
 	a.add(
 		semconv.GenAIUsageInputTokensKey.Int(u.TotalInput()),
 		semconv.GenAIUsageOutputTokensKey.Int(u.OutputTokens),
-		semconv.GenAIUsageCacheReadInputTokensKey.Int(u.CacheReadInputTokens),
-		semconv.GenAIUsageCacheCreationInputTokensKey.Int(u.CacheCreationInputTokens),
 	)
+	switch {
+	case !latest:
+		a.add(
+			semconv.GenAIUsageCacheReadInputTokensKey.Int(u.CacheReadInputTokens),
+			semconv.GenAIUsageCacheCreationInputTokensKey.Int(u.CacheCreationInputTokens),
+		)
+	case inference:
+		a.add(
+			semconv.GenAIUsageCacheReadInputTokensKey.Int(u.CacheReadInputTokens),
+			keyUsageCacheWrite.Int(u.CacheCreationInputTokens),
+		)
+	}
 	a.positive(keyUsageCacheCreation5m, u.CacheCreation5m)
 	a.positive(keyUsageCacheCreation1h, u.CacheCreation1h)
 }
@@ -385,7 +404,7 @@ func (b attributeSet) subagent(a *attrs, s *instrument.Span) {
 	a.str(semconv.GenAIAgentNameKey, name)
 	a.str(semconv.GenAIAgentIDKey, sa.AgentID)
 	a.add(keyAgentBackground.Bool(sa.Background))
-	totals(a, &subagentTotals, &sa.Totals)
+	totals(a, &subagentTotals, &sa.Totals, b.latest)
 }
 
 // totalsKeys name the counts of a turn's or a subagent's totals.
@@ -400,7 +419,7 @@ var (
 
 // totals adds a turn's or a subagent's totals: its counts, usage and estimated cost, and how
 // many of its requests with usage could not be priced.
-func totals(a *attrs, k *totalsKeys, t *instrument.Totals) {
+func totals(a *attrs, k *totalsKeys, t *instrument.Totals, latest bool) {
 	a.add(
 		k.requests.Int(t.Requests),
 		k.retries.Int(t.Retries),
@@ -409,7 +428,7 @@ func totals(a *attrs, k *totalsKeys, t *instrument.Totals) {
 		keyCost.Float64(t.Cost),
 	)
 	a.positive(keyUnpriced, t.Unpriced)
-	usage(a, t.Usage)
+	usage(a, t.Usage, latest, false)
 }
 
 // attrsPool recycles the memory SpanEnded builds attributes in: the SDK copies the attributes

@@ -22,6 +22,7 @@ type config struct {
 	serverAddress   string
 	serverPort      int
 	provider        wire.Provider
+	genAILatest     bool
 }
 
 // Option configures a Sink built by New.
@@ -93,4 +94,12 @@ func WithServer(host string, port int) Option {
 		c.serverAddress = host
 		c.serverPort = port
 	}
+}
+
+// WithGenAILatest names attributes as the latest experimental version of the OpenTelemetry GenAI
+// conventions does, for OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: cache writes
+// are gen_ai.usage.cache_write.input_tokens, and invoke_agent spans carry no cache counts.
+// Default: the names of semantic conventions v1.41.0.
+func WithGenAILatest() Option {
+	return func(c *config) { c.genAILatest = true }
 }

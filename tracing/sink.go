@@ -117,6 +117,7 @@ func New(opts ...Option) (*Sink, error) {
 			serverAddress: cfg.serverAddress,
 			serverPort:    cfg.serverPort,
 			provider:      cfg.provider,
+			latest:        cfg.genAILatest,
 		},
 		logger: cfg.logger,
 		open:   make(map[spanKey]spanStart),

@@ -94,6 +94,10 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.teams.enforceBudgets {
 		mopts = append(mopts, metrics.WithBudgetEnforcement())
 	}
+	latest := genAILatest(os.Getenv)
+	if latest {
+		mopts = append(mopts, metrics.WithGenAILatest())
+	}
 	m, err := metrics.New(reg, mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating metrics: %w", err)
@@ -118,6 +122,9 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent), tracing.WithProvider(up.Provider())}
 	if host, port := hostPort(upstream); host != "" {
 		topts = append(topts, tracing.WithServer(host, port))
+	}
+	if latest {
+		topts = append(topts, tracing.WithGenAILatest())
 	}
 	ts, err := tracing.New(topts...)
 	if err != nil {
@@ -377,4 +384,16 @@ func hostPort(u *url.URL) (string, int) {
 		}
 	}
 	return u.Hostname(), port
+}
+
+// genAILatest reports whether OTEL_SEMCONV_STABILITY_OPT_IN, a comma-separated list, asks for
+// gen_ai_latest_experimental: the names of the GenAI conventions' latest experimental version on
+// metrics and spans instead of v1.41.0's, as the conventions ask instrumentations to offer.
+func genAILatest(getenv func(string) string) bool {
+	for v := range strings.SplitSeq(getenv("OTEL_SEMCONV_STABILITY_OPT_IN"), ",") {
+		if strings.TrimSpace(v) == "gen_ai_latest_experimental" {
+			return true
+		}
+	}
+	return false
 }
