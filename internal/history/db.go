@@ -47,8 +47,8 @@ var memorySeq atomic.Int64
 // SQLite file, whose directory is created.
 func Open(ctx context.Context, dsn string) (*DB, error) {
 	var db *DB
-	switch {
-	case dsn == string(KindMemory):
+	switch kindOf(dsn) {
+	case KindMemory:
 		// One connection: every connection to ":memory:" would be a database of its own.
 		name := "file:cctrace-history-" + strconv.FormatInt(memorySeq.Add(1), 10) + "?mode=memory&cache=shared"
 		s, err := sql.Open("sqlite", name)
@@ -57,16 +57,17 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		s.SetMaxOpenConns(1)
 		db = &DB{sql: s, kind: KindMemory, where: "memory"}
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), strings.HasPrefix(dsn, "host="):
+	case KindPostgres:
 		s, err := sql.Open("pgx", dsn)
 		if err != nil {
 			return nil, fmt.Errorf("opening history in PostgreSQL: %w", err)
 		}
 		s.SetMaxOpenConns(4)
 		db = &DB{sql: s, kind: KindPostgres, where: redactDSN(dsn)}
-	case dsn == "":
-		return nil, errors.New("opening history: no store named")
 	default:
+		if dsn == "" {
+			return nil, errors.New("opening history: no store named")
+		}
 		if err := os.MkdirAll(filepath.Dir(dsn), 0o700); err != nil {
 			return nil, fmt.Errorf("opening history: %w", err)
 		}
@@ -84,6 +85,17 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("opening history %s: %w", db.where, err)
 	}
 	return db, nil
+}
+
+// kindOf is the kind of store dsn names (Open).
+func kindOf(dsn string) Kind {
+	switch {
+	case dsn == string(KindMemory):
+		return KindMemory
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), strings.HasPrefix(dsn, "host="):
+		return KindPostgres
+	}
+	return KindSQLite
 }
 
 // Kind says where the DB keeps history.

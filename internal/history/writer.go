@@ -68,6 +68,12 @@ const writeTimeout = 30 * time.Second
 
 // NewWriter returns a writer into db and registers its metrics on reg (none when reg is nil).
 func NewWriter(db *DB, reg prometheus.Registerer, opts ...WriterOption) (*Writer, error) {
+	return newWriter(db, db.Kind(), reg, opts...)
+}
+
+// newWriter is NewWriter with the kind of store its metrics name: the one configured, which is
+// not db's when db is memory standing in for a store that failed.
+func newWriter(db *DB, kind Kind, reg prometheus.Registerer, opts ...WriterOption) (*Writer, error) {
 	w := &Writer{db: db, log: slog.Default(), retention: DefaultRetention, pruneEach: 10 * time.Minute, done: make(chan struct{})}
 	for _, o := range opts {
 		o(w)
@@ -75,7 +81,7 @@ func NewWriter(db *DB, reg prometheus.Registerer, opts ...WriterOption) (*Writer
 	if w.queue == nil {
 		w.queue = make(chan item, 8192)
 	}
-	m, err := newWriterMetrics(reg, db.Kind())
+	m, err := newWriterMetrics(reg, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +283,7 @@ func OpenWriter(ctx context.Context, dsn string, reg prometheus.Registerer, opts
 	if merr != nil {
 		return nil, errors.Join(err, merr)
 	}
-	w, werr := NewWriter(mem, reg, opts...)
+	w, werr := newWriter(mem, kindOf(dsn), reg, opts...)
 	if werr != nil {
 		mem.Close()
 		return nil, werr
