@@ -306,26 +306,6 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 			requests++
 		}
 	}
-	// sample sums the samples of family whose labels include want (other labels, such as the
-	// person and team, are summed over); -1 when there is none.
-	sample := func(body, family string, want ...string) float64 {
-		sum, found := 0.0, false
-		for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(family)+`\{([^}]*)\} ([0-9.e+-]+)$`).FindAllStringSubmatch(body, -1) {
-			labels := "," + m[1] + ","
-			ok := true
-			for _, w := range want {
-				ok = ok && strings.Contains(labels, ","+w+",")
-			}
-			if ok {
-				v, _ := strconv.ParseFloat(m[2], 64)
-				sum, found = sum+v, true
-			}
-		}
-		if !found {
-			return -1
-		}
-		return sum
-	}
 	harness.Eventually(t, fmt.Sprintf("the metrics of %s to count what the fake served (%d requests)", model, requests), func() error {
 		b, err := harness.GetBody(metricsURL + "/metrics")
 		if err != nil {
@@ -334,14 +314,14 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 		body := string(b)
 		got := map[string]float64{}
 		for typ, n := range map[string]int{"input": want.InputTokens, "output": want.OutputTokens, "cache_read": want.CacheReadInputTokens, "cache_creation": want.CacheCreationInputTokens} {
-			if v := sample(body, "cctrace_tokens_total", fmt.Sprintf("model=%q", model), fmt.Sprintf("type=%q", typ)); v != float64(n) {
+			if v := metricSum(body, "cctrace_tokens_total", fmt.Sprintf("model=%q", model), fmt.Sprintf("type=%q", typ)); v != float64(n) {
 				got["tokens "+typ] = v
 			}
 		}
-		if v := sample(body, "cctrace_cost_usd_total", fmt.Sprintf("model=%q", model)); v <= 0 {
+		if v := metricSum(body, "cctrace_cost_usd_total", fmt.Sprintf("model=%q", model)); v <= 0 {
 			got["cost"] = v
 		}
-		n := sample(body, "cctrace_requests_total", `code="200"`, fmt.Sprintf("model=%q", model))
+		n := metricSum(body, "cctrace_requests_total", `code="200"`, fmt.Sprintf("model=%q", model))
 		if n != float64(requests) {
 			got["requests"] = n
 		}
@@ -350,4 +330,25 @@ func checkProviderMetrics(t *testing.T, metricsURL, model string, served []fakea
 		}
 		return nil
 	})
+}
+
+// metricSum sums the samples of family in a /metrics body whose labels include want (other
+// labels, such as the person and team, are summed over); -1 when there is none.
+func metricSum(body, family string, want ...string) float64 {
+	sum, found := 0.0, false
+	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(family)+`\{([^}]*)\} ([0-9.e+-]+)$`).FindAllStringSubmatch(body, -1) {
+		labels := "," + m[1] + ","
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(labels, ","+w+",")
+		}
+		if ok {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			sum, found = sum+v, true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
 }
