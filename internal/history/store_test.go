@@ -82,7 +82,7 @@ func storeKinds(t *testing.T) map[string]func(t *testing.T) *DB {
 	return kinds
 }
 
-func open(t *testing.T, dsn string) *DB {
+func open(t testing.TB, dsn string) *DB {
 	t.Helper()
 	db, err := Open(context.Background(), dsn)
 	if err != nil {
