@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -29,6 +31,9 @@ func TestClaudeCodeThroughCctrace(t *testing.T) {
 		run  func(t *testing.T, sess *session)
 		// want is the span tree of the session's traces (see tree).
 		want string
+		// page: the scenario's WebFetch call fetches a page over HTTPS, which Claude Code must
+		// trust.
+		page bool
 	}{
 		{
 			name: "tool_roundtrip",
@@ -144,6 +149,36 @@ invoke_agent claude-code [end_turn]
   chat claude-opus-5-5 [turn attempt=1]`,
 		},
 		{
+			// Claude Code's own search request runs under the WebSearch call, and the API's
+			// search is billed beside the tokens.
+			name: "web_search",
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Search the web for cctrace.", "--allowedTools", "WebSearch")
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool WebSearch
+    chat claude-opus-5-5 [tool]
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
+			// Claude Code fetches the page itself, then asks about it in a request of its own,
+			// which runs under the WebFetch call.
+			name: "web_fetch",
+			page: true,
+			run: func(t *testing.T, sess *session) {
+				s.claude(t, sess, "Fetch the page and tell me its marker.", "--allowedTools", "WebFetch",
+					"--settings", `{"skipWebFetchPreflight": true}`)
+			},
+			want: `
+invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool WebFetch
+    chat claude-haiku-5-5 [tool]
+  chat claude-opus-5-5 [tool_results]`,
+		},
+		{
 			name: "compaction",
 			run: func(t *testing.T, sess *session) {
 				s.claude(t, sess, "Remember the word pineapple")
@@ -165,8 +200,20 @@ invoke_agent claude-code [end_turn]
 
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			api := s.api.use(t, sc.name)
 			sess := newSession(t)
+			var opts []fakeapi.Option
+			if sc.page {
+				page := fakeapi.NewPageServer()
+				defer page.Close()
+				cert := filepath.Join(t.TempDir(), "page.pem")
+				if err := os.WriteFile(cert, fakeapi.PageCertPEM(page), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, fakeapi.WithPageURL(page.URL+"/cctrace-page"))
+				sess.env = append(sess.env, "NODE_EXTRA_CA_CERTS="+cert)
+			}
+			api := s.api.use(t, sc.name, opts...)
+			before := cctraceBill(t, s.metricsURL)
 			sc.run(t, sess)
 			want := strings.TrimSpace(sc.want)
 			nSpans := strings.Count(want, "\n") + 1
@@ -183,6 +230,9 @@ invoke_agent claude-code [end_turn]
 			checkSessionSpans(t, traces, sess.id)
 			checkTokens(t, traces, api.Served())
 			checkSubagentTotals(t, traces, api.Served())
+			// Claude Code's own bill: its prices are the pricing page's for claude-opus-5-5 and
+			// claude-haiku-5-5 (WebFetch's request) on the Anthropic API, so nothing is scaled.
+			checkBill(t, s.metricsURL, before, expected(t, sess.bill, api.Served(), 1))
 		})
 	}
 
@@ -209,9 +259,11 @@ invoke_agent claude-code [end_turn]
 		// One subagent each in subagent and subagent_background, two in parallel_subagents.
 		s.prom.WaitQuery(t, `sum(cctrace_subagents_total)`, 4)
 		// A turn a person started, or a task notification did, counts once: the cut stream's
-		// resumption is part of its turn (13 = 1 a scenario, 2 in subagent_background, 4 in
-		// compaction).
-		s.prom.WaitQuery(t, `sum(cctrace_turns_total)`, 13)
+		// resumption is part of its turn, and so are the search and the page's requests (15 = 1
+		// a scenario, 2 in subagent_background, 4 in compaction).
+		s.prom.WaitQuery(t, `sum(cctrace_turns_total)`, 15)
+		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="tool"})`, 2)
+		s.prom.WaitQuery(t, `sum(cctrace_server_tool_requests_total{tool="web_search"})`, 1)
 		s.prom.WaitQuery(t, `sum(cctrace_requests_total{kind="resumption"})`, 1)
 		s.prom.WaitQuery(t, `sum(cctrace_requests_total{code="529"})`, 2)
 		// One session is no load: every body decoded, and the series there to say so (4 of them,
@@ -400,7 +452,8 @@ func checkSessionSpans(t *testing.T, traces []harness.Trace, sessionID string) {
 				t.Errorf("%s: gen_ai.conversation.id = %v, want %s", sp.OperationName, sp.Tags["gen_ai.conversation.id"], sessionID)
 			}
 			if strings.HasPrefix(sp.OperationName, "chat ") {
-				if sp.Tags["span.kind"] != "client" || sp.Tags["gen_ai.provider.name"] != "anthropic" || sp.Tags["gen_ai.request.model"] != "claude-opus-5-5" {
+				// The main agent's model, or the small one of a tool's request (WebFetch's).
+				if sp.Tags["span.kind"] != "client" || sp.Tags["gen_ai.provider.name"] != "anthropic" || sp.Tags["gen_ai.request.model"] != strings.TrimPrefix(sp.OperationName, "chat ") {
 					t.Errorf("%s: kind %v provider %v model %v", sp.OperationName, sp.Tags["span.kind"], sp.Tags["gen_ai.provider.name"], sp.Tags["gen_ai.request.model"])
 				}
 			}

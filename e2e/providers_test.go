@@ -45,6 +45,10 @@ type providerCase struct {
 	cctraceEnv, wrongEnv func(metadata string) []string
 	// claudeEnv puts Claude Code in the provider's mode, with cctrace at proxy.
 	claudeEnv func(proxy string) []string
+	// premium is what the provider bills beyond Claude Code's own price of the model, which is
+	// the Anthropic API's wherever the request goes: 1.1 on a regional endpoint (the pricing
+	// page's, which cctrace's price table follows), else 1.
+	premium float64
 }
 
 func providerCases() []providerCase {
@@ -57,7 +61,9 @@ func providerCases() []providerCase {
 	return []providerCase{
 		{
 			provider: wire.ProviderVertex, model: "claude-opus-5-5", semconv: "gcp.vertex_ai",
-			auth: fakeapi.Auth{BearerToken: vertexToken},
+			// us-east5 is a regional endpoint: Vertex AI bills claude-opus-5-5 there at 110%.
+			premium: 1.1,
+			auth:    fakeapi.Auth{BearerToken: vertexToken},
 			cctraceEnv: func(metadata string) []string {
 				return []string{"GCE_METADATA_HOST=" + metadata, "CLOUD_ML_REGION=us-east5"}
 			},
@@ -71,7 +77,9 @@ func providerCases() []providerCase {
 		},
 		{
 			provider: wire.ProviderBedrock, model: "us.anthropic.claude-opus-5-5", semconv: "aws.bedrock",
-			auth: fakeapi.Auth{AWS: &awsCreds, AWSRegion: "us-east-1"},
+			// us. is a geographic inference profile: Bedrock bills claude-opus-5-5 there at 110%.
+			premium: 1.1,
+			auth:    fakeapi.Auth{AWS: &awsCreds, AWSRegion: "us-east-1"},
 			cctraceEnv: func(string) []string {
 				return append(awsBase("/nonexistent"), "AWS_ACCESS_KEY_ID="+awsAccessKeyID, "AWS_SECRET_ACCESS_KEY="+awsSecretKey)
 			},
@@ -84,6 +92,7 @@ func providerCases() []providerCase {
 		},
 		{
 			provider: wire.ProviderFoundry, model: "claude-sonnet-4-5", semconv: "azure.ai.inference",
+			premium:    1, // Foundry has no regional premium
 			auth:       fakeapi.Auth{APIKey: foundryAPIKey},
 			cctraceEnv: func(string) []string { return []string{"CCTRACE_FOUNDRY_API_KEY=" + foundryAPIKey} },
 			wrongEnv:   func(string) []string { return []string{"CCTRACE_FOUNDRY_API_KEY=" + wrongCredential} },
@@ -150,6 +159,7 @@ func TestProvidersThroughCctrace(t *testing.T) {
 					}
 				}
 				checkProviderMetrics(t, cc.metricsURL, pc.model, api.Served())
+				checkBill(t, cc.metricsURL, bill{}, expected(t, res.cliBill, api.Served(), pc.premium))
 				dump, _ := json.Marshal(traces)
 				noCredentials(t, "Claude Code's output", out)
 				noCredentials(t, "the spans", dump)

@@ -64,13 +64,17 @@ func (s *switchableAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	srv.ServeHTTP(w, r)
 }
 
-func (s *switchableAPI) use(t *testing.T, scenario string) *fakeapi.Server {
+func (s *switchableAPI) use(t *testing.T, scenario string, opts ...fakeapi.Option) *fakeapi.Server {
 	t.Helper()
 	script, err := fakeapi.Scenario(scenario)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := fakeapi.New(script)
+	return s.install(fakeapi.New(script, opts...))
+}
+
+// install makes srv the fake upstream from now on.
+func (s *switchableAPI) install(srv *fakeapi.Server) *fakeapi.Server {
 	s.mu.Lock()
 	if s.server != nil {
 		s.served = append(s.served, s.server.Served()...)
@@ -142,6 +146,8 @@ type session struct {
 	home, dir string
 	id        string   // the session id Claude Code reports
 	env       []string // further environment of Claude Code, over the defaults (a key of its own)
+	// bill is Claude Code's own bill of the session, as its last prompt reported it.
+	bill cliBill
 	// refusable: a prompt may end in an error Claude Code reports (exit 1), which claude returns
 	// rather than failing the test.
 	refusable bool
@@ -154,6 +160,7 @@ func newSession(t *testing.T) *session {
 
 // claudeResult is the part of `claude -p --output-format json` the tests read.
 type claudeResult struct {
+	cliBill
 	SessionID string `json:"session_id"`
 	IsError   bool   `json:"is_error"`
 	Result    string `json:"result"`
@@ -166,13 +173,29 @@ type claudeResult struct {
 // first prompt) and returns what it reported.
 func (s *stack) claude(t *testing.T, sess *session, prompt string, args ...string) claudeResult {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := s.startClaude(t, ctx, sess, prompt, args...)
+	return run.wait(t, sess)
+}
+
+// claudeRun is one `claude -p` prompt that runs.
+type claudeRun struct {
+	cmd            *exec.Cmd
+	argv           []string
+	stdout, stderr bytes.Buffer
+}
+
+// startClaude starts one `claude -p` prompt of sess through cctrace (resuming the session after
+// the first prompt); its wait returns what it reported. ctx bounds it.
+func (s *stack) startClaude(t *testing.T, ctx context.Context, sess *session, prompt string, args ...string) *claudeRun {
+	t.Helper()
 	argv := []string{"-p", prompt, "--output-format", "json"}
 	if sess.id != "" {
 		argv = append(argv, "--resume", sess.id)
 	}
 	argv = append(argv, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	run := &claudeRun{argv: argv}
 	cmd := exec.CommandContext(ctx, s.claudeBin, argv...)
 	cmd.Dir = sess.dir
 	cmd.Env = append(cleanEnv(),
@@ -184,31 +207,41 @@ func (s *stack) claude(t *testing.T, sess *session, prompt string, args ...strin
 	)
 	// Later entries win: a session's own key replaces the shared one.
 	cmd.Env = append(cmd.Env, sess.env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = &run.stdout, &run.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("claude %q: %v", argv, err)
+	}
+	run.cmd = cmd
+	return run
+}
+
+// wait waits for the prompt to end and returns what Claude Code reported, which becomes sess's.
+func (run *claudeRun) wait(t *testing.T, sess *session) claudeResult {
+	t.Helper()
+	err := run.cmd.Wait()
 	if sess.refusable && err != nil {
 		// The caller looks at what Claude Code reported.
 		var res claudeResult
-		_ = json.Unmarshal(bytes.TrimSpace(lastLine(stdout.Bytes())), &res)
+		_ = json.Unmarshal(bytes.TrimSpace(lastLine(run.stdout.Bytes())), &res)
 		return res
 	}
 	if err != nil {
-		t.Fatalf("claude %q: %v\nstdout: %s\nstderr: %s", argv, err, stdout.String(), stderr.String())
+		t.Fatalf("claude %q: %v\nstdout: %s\nstderr: %s", run.argv, err, run.stdout.String(), run.stderr.String())
 	}
 	var res claudeResult
-	if err := json.Unmarshal(bytes.TrimSpace(lastLine(stdout.Bytes())), &res); err != nil {
-		t.Fatalf("claude output is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(bytes.TrimSpace(lastLine(run.stdout.Bytes())), &res); err != nil {
+		t.Fatalf("claude output is not JSON: %v\n%s", err, run.stdout.String())
 	}
 	if res.SessionID == "" {
-		t.Fatalf("claude reported no session id:\n%s", stdout.String())
+		t.Fatalf("claude reported no session id:\n%s", run.stdout.String())
 	}
 	if sess.id != "" && res.SessionID != sess.id {
 		t.Fatalf("--resume changed the session id from %s to %s", sess.id, res.SessionID)
 	}
 	sess.id = res.SessionID
+	sess.bill = res.cliBill
 	return res
 }
 

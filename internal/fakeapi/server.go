@@ -53,6 +53,9 @@ type Served struct {
 	ErrorResults int
 	// Iterations are the usage.iterations the reply reported.
 	Iterations []Iteration
+	// Messages is how many messages the request carried: a request sent again carries as many
+	// as the one before it, one that goes on from an answer more.
+	Messages int
 }
 
 // Server is the fake API, an http.Handler. Create it with New; it is safe for concurrent use.
@@ -175,7 +178,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 
 	sv := Served{
 		Seq: seq, Time: start, Method: req.Method, Path: req.Path, Header: req.Header,
-		Model: req.Model, Stream: req.Stream, Rule: p.rule, ErrorResults: req.errorResults(),
+		Model: req.Model, Stream: req.Stream, Rule: p.rule, ErrorResults: req.errorResults(), Messages: len(req.Messages),
 	}
 	p.describe(&sv)
 	s.mu.Lock()
