@@ -28,6 +28,11 @@ const (
 	numClasses = (maxClassShift-minClassShift)*steps + 1
 )
 
+// Smallest is the capacity of the smallest buffer a Pool lends from its classes: a copy that does
+// not know its final size and starts there grows through lent buffers only, leaving none of its
+// steps to the collector.
+const Smallest = minClass
+
 // Pool lends body buffers by size class. Buffers given back stay in a sync.Pool per class, so the
 // collector frees those not used again for two collections. A nil *Pool lends nothing: Get
 // allocates and Put drops. A Pool is safe for concurrent use; the zero value is ready to use.

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/bodybuf"
 )
 
 // boundedCopy keeps a copy of a body as it passes, up to a limit; past the limit it drops what it
@@ -67,7 +68,11 @@ func (c *boundedCopy) add(p []byte) {
 		// A body of unknown length (an event stream) moves up the pool's size classes, rather
 		// than leave a buffer to the collector at each step.
 		pool := c.budget.pool()
-		buf := append(pool.Get(int64(max(need, 2*cap(c.buf)))), c.buf...)
+		n := max(need, 2*cap(c.buf))
+		if pool != nil {
+			n = max(n, bodybuf.Smallest)
+		}
+		buf := append(pool.Get(int64(n)), c.buf...)
 		pool.Put(c.buf)
 		c.buf = buf
 	}

@@ -37,6 +37,17 @@ func TestBoundedCopyBuffers(t *testing.T) {
 			t.Error("the copy still holds the buffer it handed over")
 		}
 	})
+	t.Run("an unknown size starts in the smallest class and grows through classes", func(t *testing.T) {
+		c := newBoundedCopy(1<<20, -1, &copyBudget{bufs: &bodybuf.Pool{}})
+		c.add([]byte("event: message_start\n"))
+		if cap(c.buf) != bodybuf.Smallest {
+			t.Fatalf("buffer capacity %d after a first event, want the smallest class, %d", cap(c.buf), bodybuf.Smallest)
+		}
+		c.add(make([]byte, bodybuf.Smallest))
+		if p := (&bodybuf.Pool{}); int64(cap(c.buf)) != p.Cap(int64(cap(c.buf))) {
+			t.Errorf("buffer capacity %d after growing is not a class's", cap(c.buf))
+		}
+	})
 	t.Run("over the limit lets go of the buffer", func(t *testing.T) {
 		c := newBoundedCopy(100<<10, 100<<10, nil)
 		c.add(make([]byte, 100<<10))
