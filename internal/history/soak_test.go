@@ -26,9 +26,14 @@ const soakSessions = 5000
 // writer writes them; then reads what the turns page reads. It reports the write cost per turn
 // and per batch, the store's size per session and in all, and each page query's time at that
 // size. One iteration is the whole soak: run it with -benchtime 1x. On PostgreSQL too when the
-// machine has it (CCTRACE_POSTGRES_BIN).
+// machine has it (CCTRACE_POSTGRES_BIN). With -short (CI's run of every benchmark), 200
+// sessions: enough to see that it works.
 func BenchmarkSoak(b *testing.B) {
 	turns := recordedTurns(b)
+	sessions := soakSessions
+	if testing.Short() {
+		sessions = 200
+	}
 	kinds := map[string]func(b *testing.B) (*DB, func() int64){
 		"sqlite": func(b *testing.B) (*DB, func() int64) {
 			path := filepath.Join(b.TempDir(), "history.db")
@@ -59,13 +64,13 @@ func BenchmarkSoak(b *testing.B) {
 				db, size := newDB(b)
 				empty := size()
 				b.StartTimer()
-				written, batches, elapsed := soak(b, db, turns)
+				written, batches, elapsed := soak(b, db, turns, sessions)
 				b.StopTimer()
 				bytes := size() - empty
 				b.ReportMetric(float64(elapsed.Nanoseconds())/float64(written), "ns/turn")
 				b.ReportMetric(float64(elapsed.Microseconds())/float64(batches)/1000, "ms/batch")
 				b.ReportMetric(float64(written), "turns")
-				b.ReportMetric(float64(bytes)/soakSessions, "B/session")
+				b.ReportMetric(float64(bytes)/float64(sessions), "B/session")
 				b.ReportMetric(float64(bytes)/(1<<20), "MiB")
 				for name, read := range pageQueries(db) {
 					start := time.Now()
@@ -80,9 +85,9 @@ func BenchmarkSoak(b *testing.B) {
 	}
 }
 
-// soak writes soakSessions sessions into db, the i-th with the turns of recorded session i
-// modulo their number, in batches of maxBatch turns.
-func soak(b *testing.B, db *DB, recorded [][]summary.Turn) (written, batches int, elapsed time.Duration) {
+// soak writes n sessions into db, the i-th with the turns of recorded session i modulo their
+// number, in batches of maxBatch turns.
+func soak(b *testing.B, db *DB, recorded [][]summary.Turn, n int) (written, batches int, elapsed time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
@@ -97,9 +102,9 @@ func soak(b *testing.B, db *DB, recorded [][]summary.Turn) (written, batches int
 		batches++
 		batch.Turns = batch.Turns[:0]
 	}
-	for i := range soakSessions {
-		// Spread over 30 days, with people, teams, projects and models to filter by.
-		at := start.Add(time.Duration(i) * 30 * 24 * time.Hour / soakSessions)
+	for i := range n {
+		// Spread over 30 days, with people, teams and projects to filter by.
+		at := start.Add(time.Duration(i) * 30 * 24 * time.Hour / time.Duration(n))
 		session := recorded[i%len(recorded)]
 		d := at.Sub(session[0].Start)
 		for j, t := range session {
