@@ -157,9 +157,13 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	// stops, and the next one goes on with them: a restart or an upgrade splits no turn. A
 	// private one (run, demo) ends with its only client. A replica does so only in a state
 	// directory it was given: the default one is its own, often gone with its container, where
-	// a turn kept would be lost rather than handed off.
+	// a turn kept would be lost rather than handed off. A history on PostgreSQL keeps them
+	// instead: every replica reaches it, so a turn kept by one goes on in another.
 	var inFlight instrument.InFlightStore
-	if !o.teams.private && o.teams.stateDir != "" && (!o.replica || o.teams.stateDir != stateDir(os.Getenv)) {
+	if db := a.history.Store(); !o.teams.private && db.Kind() == history.KindPostgres {
+		inFlight = db
+		tropts = append(tropts, instrument.WithInFlight(db))
+	} else if !o.teams.private && o.teams.stateDir != "" && (!o.replica || o.teams.stateDir != stateDir(os.Getenv)) {
 		if store, err := inflight.Open(filepath.Join(o.teams.stateDir, "inflight")); err != nil {
 			log.Warn("cannot keep turns in flight in the state directory: a restart ends them", "error", err)
 		} else {

@@ -112,10 +112,17 @@ func TestShutdownPastGrace(t *testing.T) {
 // already running (a roll), that shares the state directory.
 func TestRestartMidTurn(t *testing.T) {
 	t.Run("restart", func(t *testing.T) { restartMidTurn(t, false) })
-	t.Run("replica", func(t *testing.T) { restartMidTurn(t, true) })
+	t.Run("replica", func(t *testing.T) { restartMidTurn(t, true, "--state-dir", t.TempDir()) })
+	// Replicas whose history is one PostgreSQL keep their turns in flight there, with no state
+	// directory given.
+	t.Run("replica-postgres", func(t *testing.T) {
+		restartMidTurn(t, true, "--history", harness.StartPostgres(t).Database(t))
+	})
 }
 
-func restartMidTurn(t *testing.T, replica bool) {
+// restartMidTurn stops a cctrace while a turn's tool runs, and wants the next one (a replica
+// beside it, when replica is set, with the store the flags name) to end that turn as one.
+func restartMidTurn(t *testing.T, replica bool, store ...string) {
 	col, endpoint := startOTLPCollector(t)
 	script, err := fakeapi.Scenario("tool_roundtrip")
 	if err != nil {
@@ -152,7 +159,7 @@ func restartMidTurn(t *testing.T, replica bool) {
 
 	args := []string{"--upstream", upstream.URL}
 	if replica {
-		args = append(args, "--replica", "--state-dir", t.TempDir())
+		args = append(append(args, "--replica"), store...)
 	}
 	first := startServe(t, env, args...)
 	var second *served
