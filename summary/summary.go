@@ -163,6 +163,9 @@ type Record struct {
 	// Subagent is the subagent type of a subagent span.
 	Subagent   string `json:"subagent,omitempty"`
 	Background bool   `json:"background,omitempty"`
+	// Anatomy is what filled a chat span's input and what was new in it; nil when the answer
+	// carried no usage.
+	Anatomy *Anatomy `json:"anatomy,omitempty"`
 }
 
 // Running reports whether the span has not ended yet.
@@ -666,6 +669,7 @@ func fillChat(rec *record, c *instrument.Chat) {
 		rec.usage = m.Usage
 		r.Tokens = &rec.usage
 	}
+	r.Anatomy = anatomyOf(c)
 }
 
 func kindName(k instrument.SpanKind) string {

@@ -35,6 +35,8 @@ var staticFS embed.FS
 //	GET /                    the sessions
 //	GET /sessions/{id}       the turns of one session ("-" for requests without a session id)
 //	GET /turns/{trace_id}    one turn as a waterfall of its spans
+//	GET /turns/{trace_id}/requests/{span_id}
+//	                         one request: what filled its input, and what was new in it
 //	GET /static/…            the page's stylesheet and script
 //
 // Mount it at "/" of the metrics listener; paths it does not know get a 404 page. The zero value
@@ -75,7 +77,7 @@ func New(store *summary.Store, opts ...Option) *Handler {
 	for _, o := range opts {
 		o(h)
 	}
-	for _, name := range []string{"sessions", "session", "turn", "notfound"} {
+	for _, name := range []string{"sessions", "session", "turn", "request", "notfound"} {
 		h.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -84,6 +86,7 @@ func New(store *summary.Store, opts ...Option) *Handler {
 	h.mux.HandleFunc("GET /{$}", h.sessions)
 	h.mux.HandleFunc("GET /sessions/{id}", h.session)
 	h.mux.HandleFunc("GET /turns/{trace}", h.turn)
+	h.mux.HandleFunc("GET /turns/{trace}/requests/{span}", h.request)
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No page at " + r.URL.Path + "."})
@@ -131,9 +134,13 @@ type page struct {
 	// window's growth its requests caused (docs/limits.md); nil without any.
 	Shares map[string]float64
 	Turns  []turnRow
-	Turn   *turnRow
-	Spans  []spanRow
-	Axis   []axisTick
+	// Chart is the session's context per request; nil when no request has an anatomy.
+	Chart *contextChart
+	// Request is the request page's request.
+	Request *requestView
+	Turn    *turnRow
+	Spans   []spanRow
+	Axis    []axisTick
 }
 
 type sessionRow struct {
@@ -226,6 +233,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		shares = h.storedShares(r.Context(), id)
 		p.Shares = shares.Session
 	}
+	p.Chart = chartOf(turns)
 	for _, t := range turns {
 		row := h.turnRow(t)
 		row.Shares = shares.Turns[t.TraceID]
@@ -235,7 +243,9 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	h.render(w, http.StatusOK, "session", p)
 }
 
-func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
+// findTurn returns the turn of the request's {trace}, from memory or else from history, and
+// false when neither holds it or the viewer may not see it.
+func (h *Handler) findTurn(r *http.Request) (summary.Turn, bool) {
 	t, ok := h.store.Turn(r.PathValue("trace"))
 	if !ok && h.history != nil {
 		db := h.history()
@@ -244,7 +254,12 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			h.log.Warn("turns page: reading history", "store", db.Where(), "error", err)
 		}
 	}
-	if !ok || !summary.ScopeFrom(r.Context()).Allows(t.User, t.Team) {
+	return t, ok && summary.ScopeFrom(r.Context()).Allows(t.User, t.Team)
+}
+
+func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.findTurn(r)
+	if !ok {
 		h.render(w, http.StatusNotFound, "notfound", page{Title: "not found", Message: "No such turn: it is not among the turns cctrace keeps."})
 		return
 	}
@@ -441,6 +456,8 @@ var funcs = template.FuncMap{
 		}
 		return summary.Seconds(now.Sub(t).Seconds()) + " ago"
 	},
+	"kb":     kilobytes,
+	"part":   summary.PartLabel,
 	"indent": func(depth int) string { return fmt.Sprintf("%.1fem", 0.6+float64(depth)*1.2) },
 	"join":   strings.Join,
 	// shares writes each window's share, "5h 1.2% · 7d 0.3%", the windows in order.
