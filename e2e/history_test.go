@@ -41,6 +41,21 @@ func TestHistoryAcrossRestart(t *testing.T) {
 	if page := get(t, second.metricsURL+"/sessions/"+earlier.id); !strings.Contains(page, `href="/turns/`) {
 		t.Errorf("the earlier session's page lacks its turns:\n%s", page)
 	}
+	// The page's cost by day and week, and the most expensive, come from the history; its
+	// filters narrow all of it.
+	project := filepath.Base(earlier.dir)
+	page := get(t, second.metricsURL+"/?project="+project)
+	for _, id := range []string{"spend-days", "spend-weeks", "top-turns", "top-sessions"} {
+		if !strings.Contains(page, `id="`+id+`"`) {
+			t.Errorf("the page filtered by project %s lacks #%s:\n%s", project, id, page)
+		}
+	}
+	if !strings.Contains(page, "/sessions/"+earlier.id) {
+		t.Errorf("the page filtered by the session's project lacks it:\n%s", page)
+	}
+	if page := get(t, second.metricsURL+"/?project=no-such-project"); strings.Contains(page, "/sessions/"+earlier.id) {
+		t.Errorf("the page filtered by another project shows the session:\n%s", page)
+	}
 	// A session of the second cctrace, while it runs: the command reads what it writes.
 	later := newSession(t)
 	st.proxyURL = second.proxyURL
@@ -93,7 +108,7 @@ func TestHistoryAcrossRestart(t *testing.T) {
 	out := cctraceCmd(t, "turns", "--state-dir", state, "--session", earlier.id, "--json")
 	if err := json.Unmarshal([]byte(out), &turns); err != nil || len(turns.Turns) != 1 || turns.Turns[0].SessionID != earlier.id {
 		t.Errorf("cctrace turns --session %s --json: %v\n%s", earlier.id, err, out)
-	} else if want := filepath.Base(earlier.dir); turns.Turns[0].Project != want {
+	} else if want := project; turns.Turns[0].Project != want {
 		t.Errorf("the turn's project is %q, want the working directory's name %q", turns.Turns[0].Project, want)
 	}
 }
