@@ -76,6 +76,33 @@ func TestIdentitySecretShared(t *testing.T) {
 	}
 }
 
+// TestHistory: by default each replica keeps its history in memory (its root filesystem is
+// read-only: a file there would fail, and say so in an alert); with history.existingSecret, in
+// the PostgreSQL whose URL the Secret holds, out of the args.
+func TestHistory(t *testing.T) {
+	helm := require(t, "CCTRACE_HELM_BIN", "helm")
+	c := proxyDeployment(t, render(t, helm)).Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--history=memory") {
+		t.Errorf("defaults: args %v, want --history=memory", c.Args)
+	}
+	c = proxyDeployment(t, render(t, helm, "--set", "history.existingSecret=team-history")).Spec.Template.Spec.Containers[0]
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--history") {
+			t.Errorf("with history.existingSecret: args have %s", a)
+		}
+	}
+	found := false
+	for _, e := range c.Env {
+		if e.Name == "CCTRACE_HISTORY" {
+			found = e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil &&
+				e.ValueFrom.SecretKeyRef.Name == "team-history" && e.ValueFrom.SecretKeyRef.Key == "url"
+		}
+	}
+	if !found {
+		t.Errorf("with history.existingSecret: env %+v, want CCTRACE_HISTORY from Secret team-history, key url", c.Env)
+	}
+}
+
 // TestTeamFiles: directory, budgets and access files are mounted read-only and passed as flags.
 func TestTeamFiles(t *testing.T) {
 	helm := require(t, "CCTRACE_HELM_BIN", "helm")
