@@ -1,8 +1,14 @@
 package summary
 
 import (
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cctrace/cctrace/instrument"
+	"github.com/cctrace/cctrace/internal/replay"
 )
 
 // TestRecordAnatomy replays recorded sessions into the store: every answered chat record keeps
@@ -50,5 +56,22 @@ func TestLargest(t *testing.T) {
 	}
 	if got := largest(ps, 4, AnatomyPart.Tokens); len(got) != 4 {
 		t.Errorf("largest of as many as kept: %+v", got)
+	}
+}
+
+// TestSessionRecognisable: a session keeps its models and, with content capture on, its first
+// prompt, so that the sessions page can say which session is which.
+func TestSessionRecognisable(t *testing.T) {
+	exchanges, err := replay.Load(filepath.Join("..", "testdata", "claude-code", "cache_model_change"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := New()
+	tr := instrument.New(store, instrument.WithContentCapture(nil))
+	replay.Play(tr, exchanges)
+	tr.Tick(exchanges[len(exchanges)-1].Response.End.Add(time.Minute))
+	s := store.Sessions()
+	if len(s) != 1 || s[0].FirstPrompt != "Remember the word pineapple." || !slices.Equal(s[0].Models, []string{"claude-opus-5-5", "claude-sonnet-4-5"}) {
+		t.Errorf("sessions %+v", s)
 	}
 }

@@ -163,6 +163,10 @@ type Record struct {
 	// Subagent is the subagent type of a subagent span.
 	Subagent   string `json:"subagent,omitempty"`
 	Background bool   `json:"background,omitempty"`
+	// SubagentTokens and SubagentCost are a subagent span's own: what its requests used and
+	// cost (nil when none was priced), which its chat spans also show one by one.
+	SubagentTokens *wire.Usage `json:"subagent_tokens,omitempty"`
+	SubagentCost   *float64    `json:"subagent_cost_usd,omitempty"`
 	// Anatomy is what filled a chat span's input and what was new in it; nil when the answer
 	// carried no usage.
 	Anatomy *Anatomy `json:"anatomy,omitempty"`
@@ -212,6 +216,9 @@ type SessionTotals struct {
 	Blocks map[instrument.BlockKey]int
 	// Context is the main agent's context as of its last answered request.
 	Context Context
+	// FirstPrompt is the preview of the session's first human prompt; empty unless content
+	// capture is on.
+	FirstPrompt string
 }
 
 // SpanStarted implements instrument.Sink.
@@ -308,6 +315,17 @@ func (s *Store) SpanEnded(sp *instrument.Span) {
 			}
 		case sp.Tool != nil:
 			r.Tool, r.Outcome = sp.Tool.Name, string(sp.Tool.Outcome)
+		case sp.Subagent != nil:
+			// A subagent's own tokens and cost: its requests', apart from its turn's.
+			tot := &sp.Subagent.Totals
+			if tot.Requests > 0 {
+				rec.usage = tot.Usage
+				r.SubagentTokens = &rec.usage
+			}
+			if tot.Requests > 0 && tot.Unpriced == 0 {
+				rec.cost = tot.Cost
+				r.SubagentCost = &rec.cost
+			}
 		}
 	}
 	if t == nil || !isRoot(sp) {
@@ -442,6 +460,9 @@ func (s *Store) countSession(sp *instrument.Span) {
 	switch {
 	case sp.Kind == instrument.KindTurn:
 		tot.Turns++
+		if tot.FirstPrompt == "" && sp.Turn != nil {
+			tot.FirstPrompt = sp.Turn.Prompt
+		}
 	case sp.Chat != nil:
 		c := sp.Chat
 		if c.Compaction != nil {

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cctrace/cctrace/summary"
 )
 
 var barRE = regexp.MustCompile(`<a class="req" href="(/turns/\w+/requests/\w+)" data-turn="(\d+)"([^>]*)>`)
@@ -22,6 +24,11 @@ func TestContextChart(t *testing.T) {
 		} else {
 			sessions["model"] = s.ID
 		}
+	}
+
+	// The sessions page says which model each session used.
+	if _, body := get(t, h, "/"); !strings.Contains(body, `<span class="dim">claude-opus-5-5, claude-sonnet-4-5</span>`) {
+		t.Errorf("sessions page does not name the models:\n%s", body)
 	}
 
 	code, body := get(t, h, "/sessions/"+sessions["long"])
@@ -69,4 +76,23 @@ func TestContextChart(t *testing.T) {
 	if code, _ := get(t, h, strings.Replace(bars[1][1], "/requests/", "/requests/0", 1)); code != http.StatusNotFound {
 		t.Errorf("an unknown request: %d", code)
 	}
+}
+
+// TestSubagentOwnTotals: a subagent's row of the waterfall shows its own requests' tokens and
+// cost, apart from the turn's.
+func TestSubagentOwnTotals(t *testing.T) {
+	store := storeOf(t, "subagent")
+	h := New(store)
+	turn := store.TurnsWhere(summary.Filter{})[0]
+	_, body := get(t, h, "/turns/"+turn.TraceID)
+	for _, row := range strings.Split(body, `<div class="wf-row `)[1:] {
+		if !strings.Contains(row, `data-kind="subagent"`) {
+			continue
+		}
+		if !regexp.MustCompile(`class="own" title="the subagent.s own requests: input [\d.k]+`).MatchString(row) || !strings.Contains(row, `<span class="own">· $0.`) {
+			t.Errorf("subagent row without its own tokens and cost:\n%s", row)
+		}
+		return
+	}
+	t.Fatal("no subagent row")
 }
