@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/cctrace/cctrace/instrument"
 	"github.com/cctrace/cctrace/internal/history"
-	"github.com/cctrace/cctrace/internal/inflight"
 	"github.com/cctrace/cctrace/internal/pipeline"
 	"github.com/cctrace/cctrace/internal/provider"
 	"github.com/cctrace/cctrace/internal/proxy"
@@ -153,23 +151,17 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 	if o.joinClient {
 		tropts = append(tropts, instrument.WithJoinClientTrace())
 	}
-	// A cctrace that serves others keeps its turns in flight in the state directory when it
+	// A cctrace that serves others keeps its turns in flight in its history store when it
 	// stops, and the next one goes on with them: a restart or an upgrade splits no turn. A
-	// private one (run, demo) ends with its only client. A replica does so only in a state
-	// directory it was given: the default one is its own, often gone with its container, where
-	// a turn kept would be lost rather than handed off. A history on PostgreSQL keeps them
-	// instead: every replica reaches it, so a turn kept by one goes on in another.
+	// private one (run, demo) ends with its only client. A replica does so only in a store it
+	// was given (PostgreSQL the replicas share, a file in a --state-dir or --history given):
+	// the default state directory is its own, often gone with its container, where a turn kept
+	// would be lost rather than handed off.
 	var inFlight instrument.InFlightStore
-	if db := a.history.Store(); !o.teams.private && db.Kind() == history.KindPostgres {
+	if db := a.history.Store(); !o.teams.private && db.Kind() != history.KindMemory &&
+		(!o.replica || db.Kind() == history.KindPostgres || o.history != "" || o.teams.stateDir != stateDir(os.Getenv)) {
 		inFlight = db
 		tropts = append(tropts, instrument.WithInFlight(db))
-	} else if !o.teams.private && o.teams.stateDir != "" && (!o.replica || o.teams.stateDir != stateDir(os.Getenv)) {
-		if store, err := inflight.Open(filepath.Join(o.teams.stateDir, "inflight")); err != nil {
-			log.Warn("cannot keep turns in flight in the state directory: a restart ends them", "error", err)
-		} else {
-			inFlight = store
-			tropts = append(tropts, instrument.WithInFlight(store))
-		}
 	}
 	tr := instrument.New(sinks, tropts...)
 	p, pipe, err := stack.New(upstream, tr, log, a.teams.resolve,

@@ -130,7 +130,9 @@ func restartMidTurn(t *testing.T, replica bool, store ...string) {
 	}
 	upstream := httptest.NewServer(fakeapi.New(script))
 	defer upstream.Close()
-	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_BSP_SCHEDULE_DELAY=50", "XDG_STATE_HOME=" + t.TempDir()}
+	// The history store, where the turns in flight are kept, in the state directory the two
+	// share (not in memory, as the other tests have it).
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_BSP_SCHEDULE_DELAY=50", "XDG_STATE_HOME=" + t.TempDir(), "CCTRACE_HISTORY="}
 	send := func(s *served, messages string) string {
 		t.Helper()
 		body := `{"model":"claude-opus-5-5","stream":true,"max_tokens":100,"tools":[{"name":"Bash"}],"messages":[` + messages + `]}`
