@@ -2,6 +2,7 @@ package summary
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -196,4 +197,31 @@ func PartLabel(kind, name string) string {
 		l += ": " + name
 	}
 	return l
+}
+
+// maxTitle bounds a session's title, in bytes.
+const maxTitle = 120
+
+// sessionTitle returns the title in the answer to c when c is Claude Code's title side request
+// (a side request whose prompt is the title request's, docs/wire.md §4, answered with JSON text
+// {"title": "…"}); "" otherwise.
+func sessionTitle(c *instrument.Chat) string {
+	if c.Kind != instrument.RequestAuxiliary || c.Context == nil || c.Response == nil || c.Response.Message == nil {
+		return ""
+	}
+	asked := false
+	for _, p := range c.Context.Parts {
+		asked = asked || p.Kind == wire.PartClient && p.Name == wire.ClientTitle
+	}
+	var answer struct {
+		Title string `json:"title"`
+	}
+	if !asked || json.Unmarshal([]byte(c.Response.Message.Text), &answer) != nil {
+		return ""
+	}
+	t := strings.TrimSpace(strings.ToValidUTF8(answer.Title, ""))
+	if len(t) > maxTitle {
+		t = strings.ToValidUTF8(t[:maxTitle], "") + "…"
+	}
+	return t
 }

@@ -75,3 +75,25 @@ func TestSessionRecognisable(t *testing.T) {
 		t.Errorf("sessions %+v", s)
 	}
 }
+
+// TestSessionTitle: with titles kept, an interactive session is named by the title Claude Code
+// asked for; without, it is not.
+func TestSessionTitle(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		exchanges, err := replay.Load(filepath.Join("..", "testdata", "claude-code", "interactive"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := New(WithTitles(keep))
+		tr := instrument.New(store)
+		replay.Play(tr, exchanges)
+		tr.Tick(exchanges[len(exchanges)-1].Response.End.Add(time.Minute))
+		title := ""
+		for _, s := range store.Sessions() {
+			title += s.Title
+		}
+		if keep && title != "Fake interactive session" || !keep && title != "" {
+			t.Errorf("titles kept %v: %q", keep, title)
+		}
+	}
+}

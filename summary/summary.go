@@ -40,6 +40,8 @@ type Store struct {
 	limits func(session string) (limits.Window, bool)
 	// ended is handed every turn as it ends (WithTurnEnded); nil: none.
 	ended func(Turn)
+	// titles keeps the titles Claude Code gives sessions (WithTitles).
+	titles bool
 }
 
 // maxLineBuffer bounds the line buffer the store keeps between turns.
@@ -70,6 +72,11 @@ func WithSpend(spend func() Spend) Option { return func(s *Store) { s.spend = sp
 // a side request of its own, a part of a turn handed off): history keeps them. ended is called
 // with the store's lock held, on the tracker's goroutine: it must only queue. Default: none.
 func WithTurnEnded(ended func(Turn)) Option { return func(s *Store) { s.ended = ended } }
+
+// WithTitles keeps the title Claude Code gives each session (the answer to its title side
+// request), which says what the session is about: content, like a prompt, so kept only when
+// content capture is on. Default: not kept.
+func WithTitles(on bool) Option { return func(s *Store) { s.titles = on } }
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
@@ -219,6 +226,8 @@ type SessionTotals struct {
 	// FirstPrompt is the preview of the session's first human prompt; empty unless content
 	// capture is on.
 	FirstPrompt string
+	// Title is the title Claude Code gave the session (WithTitles); empty when none was seen.
+	Title string
 }
 
 // SpanStarted implements instrument.Sink.
@@ -471,6 +480,9 @@ func (s *Store) countSession(sp *instrument.Span) {
 		c.EachFirstSeenBlock(func(k instrument.BlockKey, n int) { tot.Blocks[k] += n })
 		tot.Messages.count(c)
 		tot.noteContext(c)
+		if s.titles && tot.Title == "" {
+			tot.Title = sessionTitle(c)
+		}
 	}
 }
 

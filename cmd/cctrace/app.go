@@ -114,7 +114,7 @@ func start(ctx context.Context, o options, out io.Writer, log *slog.Logger) (*ap
 		return nil, fmt.Errorf("creating limit metrics: %w", err)
 	}
 	a.store = summary.New(summary.WithOutput(out), summary.WithSpend(a.teams.spend), summary.WithLimits(lim.Session),
-		summary.WithTurnEnded(a.history.TurnEnded))
+		summary.WithTurnEnded(a.history.TurnEnded), summary.WithTitles(o.captureContent))
 	sinks := instrument.Sinks{m, a.store, a.teams.ledger, lim}
 
 	topts := []tracing.Option{tracing.WithExporterFromEnv(ctx), tracing.WithLogger(log), tracing.WithContentCapture(o.captureContent), tracing.WithProvider(up.Provider())}
