@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cctrace/cctrace/instrument/wire"
+	"github.com/cctrace/cctrace/internal/history"
 	"github.com/cctrace/cctrace/internal/identity"
 	"github.com/cctrace/cctrace/internal/ui"
 	"github.com/cctrace/cctrace/metrics"
@@ -182,6 +183,9 @@ func parseArgs(command string, fs *flag.FlagSet, args []string) error {
 				envErr = fmt.Errorf("invalid %s=%q: %w", env, v, err)
 			}
 			f.DefValue = v
+			if f.Name == "history" { // -h shows the default: not a database's password
+				f.DefValue = history.RedactDSN(v)
+			}
 		}
 	})
 	if envErr != nil {

@@ -73,3 +73,15 @@ func TestHistoryOutlivesServe(t *testing.T) {
 		t.Errorf("cctrace sessions without a history: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestHistoryPasswordNotShown: a PostgreSQL URL in CCTRACE_HISTORY is the flags' default, and
+// -h shows defaults: not its password.
+func TestHistoryPasswordNotShown(t *testing.T) {
+	env := []string{"CCTRACE_HISTORY=postgres://cctrace:s3cret-pw@127.0.0.1:1/history"}
+	for _, args := range [][]string{{"serve", "-h"}, {"sessions", "-h"}, {"turns", "-h"}} {
+		out, stderr, _ := cctrace(t, env, args...)
+		if strings.Contains(out+stderr, "s3cret-pw") {
+			t.Errorf("cctrace %v shows the password:\n%s%s", args, out, stderr)
+		}
+	}
+}

@@ -23,7 +23,7 @@ func historyCmd(command string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.history, "history", os.Getenv("CCTRACE_HISTORY"), "the history store: an SQLite file (default history.db in --state-dir) or postgres://…")
+	fs.StringVar(&o.history, "history", "", "the history store: an SQLite file (default history.db in --state-dir) or postgres://… (default CCTRACE_HISTORY)")
 	stateDefault := os.Getenv("CCTRACE_STATE_DIR")
 	if stateDefault == "" {
 		stateDefault = stateDir(os.Getenv)
@@ -47,6 +47,9 @@ func historyCmd(command string, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if o.history == "" {
+		o.history = os.Getenv("CCTRACE_HISTORY") // not the flag's default: -h would show a password
 	}
 	if *since != "" {
 		t, err := parseSince(*since, time.Now())

@@ -63,7 +63,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 			return nil, fmt.Errorf("opening history in PostgreSQL: %w", err)
 		}
 		s.SetMaxOpenConns(4)
-		db = &DB{sql: s, kind: KindPostgres, where: redactDSN(dsn)}
+		db = &DB{sql: s, kind: KindPostgres, where: RedactDSN(dsn)}
 	default:
 		if dsn == "" {
 			return nil, errors.New("opening history: no store named")
@@ -126,8 +126,8 @@ func (db *DB) bind(q string) string {
 	return b.String()
 }
 
-// redactDSN drops a password from a connection URL or string.
-func redactDSN(dsn string) string {
+// RedactDSN drops a password from a connection URL or string, for what may be shown.
+func RedactDSN(dsn string) string {
 	if i := strings.Index(dsn, "://"); i >= 0 {
 		rest := dsn[i+3:]
 		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
