@@ -45,7 +45,7 @@ func TestHistoryAcrossRestart(t *testing.T) {
 	// filters narrow all of it.
 	project := filepath.Base(earlier.dir)
 	page := get(t, second.metricsURL+"/?project="+project)
-	for _, id := range []string{"spend-days", "spend-weeks", "top-turns", "top-sessions"} {
+	for _, id := range []string{"cost-days", "cost-weeks", "top-turns", "top-sessions"} {
 		if !strings.Contains(page, `id="`+id+`"`) {
 			t.Errorf("the page filtered by project %s lacks #%s:\n%s", project, id, page)
 		}

@@ -63,7 +63,7 @@ func TestPagesFromHistory(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET / = %d:\n%s", code, body)
 	}
-	for _, want := range []string{">488d20f6<", ">e92fbde9<", ">1172a797<", `id="spend-days"`, `id="spend-weeks"`, `id="top-turns"`, `id="top-sessions"`, `href="/?project=work"`} {
+	for _, want := range []string{">488d20f6<", ">e92fbde9<", ">1172a797<", `id="cost-days"`, `id="cost-weeks"`, `id="top-turns"`, `id="top-sessions"`, `href="/?project=work"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("sessions page lacks %q", want)
 		}
