@@ -17,6 +17,7 @@ import (
 	"github.com/cctrace/cctrace/instrument/wire"
 	"github.com/cctrace/cctrace/internal/fakeapi"
 	"github.com/cctrace/cctrace/internal/testkit/harness"
+	"github.com/cctrace/cctrace/metrics"
 )
 
 // TestClaudeCodeThroughCctrace drives the real Claude Code CLI through one cctrace process, one
@@ -593,7 +594,8 @@ func TestCctraceRunWithClaudeCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := httptest.NewServer(fakeapi.New(script))
+	api := fakeapi.New(script)
+	fake := httptest.NewServer(api)
 	defer fake.Close()
 
 	sess := newSession(t)
@@ -626,5 +628,37 @@ func TestCctraceRunWithClaudeCode(t *testing.T) {
 	}
 	if strings.Contains(out, apiKey) || strings.Contains(stdout.String(), apiKey) {
 		t.Error("the API key appears in the output")
+	}
+
+	// Claude Code's own bill is the session's in the history cctrace run kept (in the state
+	// directory under HOME). Its price of claude-opus-5-5 is the pricing page's: nothing is scaled.
+	hist := exec.CommandContext(ctx, cctraceBin, "sessions", "--json")
+	hist.Env = append(cleanEnv(), "HOME="+sess.home)
+	listed, err := hist.Output()
+	if err != nil {
+		t.Fatalf("cctrace sessions --json: %v\n%s", err, listed)
+	}
+	var kept struct {
+		Sessions []struct {
+			ID     string     `json:"session_id"`
+			Tokens wire.Usage `json:"tokens"`
+			Cost   float64    `json:"cost_usd"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(listed, &kept); err != nil || len(kept.Sessions) != 1 || kept.Sessions[0].ID != res.SessionID {
+		t.Fatalf("cctrace sessions --json, want session %s alone: %v\n%s", res.SessionID, err, listed)
+	}
+	if len(res.ModelUsage) != 1 {
+		t.Fatalf("Claude Code billed %d models, want tool_roundtrip's one: %+v", len(res.ModelUsage), res.ModelUsage)
+	}
+	for model := range res.ModelUsage {
+		u := kept.Sessions[0].Tokens
+		got := bill{cost: kept.Sessions[0].Cost, tokens: map[string]map[string]float64{metrics.Family(model): {}}}
+		for typ, n := range map[string]int{"input": u.InputTokens, "output": u.OutputTokens, "cache_read": u.CacheReadInputTokens, "cache_creation": u.CacheCreationInputTokens} {
+			if n != 0 {
+				got.tokens[metrics.Family(model)][typ] = float64(n)
+			}
+		}
+		checkBillOf(t, func() bill { return got }, expected(t, res.cliBill, api.Served(), 1))
 	}
 }
