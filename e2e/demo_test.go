@@ -104,14 +104,7 @@ func TestDemo(t *testing.T) {
 		shot := filepath.Join(artifacts, "turn-demo.png")
 		screenshot(t, browser, shot)
 		if *updateDocs {
-			png, err := os.ReadFile(shot)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(docsScreenshot, png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("wrote %s", docsScreenshot)
+			copyScreenshot(t, shot, docsScreenshot)
 		}
 	})
 
@@ -125,4 +118,17 @@ func TestDemo(t *testing.T) {
 	if n := strings.Count(demo.Output(), "cctrace session "); n < 4 {
 		t.Errorf("%d session summary lines, want at least 4:\n%s", n, demo.Output())
 	}
+}
+
+// copyScreenshot copies the screenshot shot to the docs' picture dest (-update-docs).
+func copyScreenshot(t *testing.T, shot, dest string) {
+	t.Helper()
+	png, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dest, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", dest)
 }

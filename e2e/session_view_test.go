@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,14 +96,7 @@ func TestSessionViewInChromium(t *testing.T) {
 			shot := filepath.Join(artifacts, "session-context-"+tc.scenario+".png")
 			screenshot(t, browser, shot)
 			if *updateDocs && tc.scenario == "long_session" {
-				png, err := os.ReadFile(shot)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(sessionScreenshot, png, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("wrote %s", sessionScreenshot)
+				copyScreenshot(t, shot, sessionScreenshot)
 			}
 
 			// The last request of the session: what filled it, and what it added.

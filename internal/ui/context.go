@@ -28,9 +28,12 @@ const (
 
 type contextChart struct {
 	Width, Height int
-	Bars          []chartBar
-	Ticks         []chartTick
-	Legend        []legendItem
+	// The geometry the template draws with: the bars' and strips' widths, where the axis
+	// labels end, and the top and bottom of the bars' area.
+	BarW, StripW, AxisX, Top, Bottom int
+	Bars                             []chartBar
+	Ticks                            []chartTick
+	Legend                           []legendItem
 	// Requests counts the bars; Subagents the subagents' requests left out of the chart.
 	Requests, Subagents int
 }
@@ -114,6 +117,11 @@ func chartOf(turns []summary.Turn) *contextChart {
 	c := &contextChart{
 		Width:     chartLeft + len(reqs)*barStep + 8,
 		Height:    chartTop + chartHeight + 4,
+		BarW:      barWidth,
+		StripW:    stripWidth,
+		AxisX:     chartLeft - 4,
+		Top:       chartTop,
+		Bottom:    chartTop + chartHeight,
 		Requests:  len(reqs),
 		Subagents: subagents,
 	}
