@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cctrace/cctrace/internal/history"
 	"github.com/cctrace/cctrace/limits"
 	"github.com/cctrace/cctrace/metrics"
 )
@@ -18,8 +19,8 @@ var metricToken = regexp.MustCompile(`\bcctrace_[a-z0-9_]+\b`)
 // histogramSuffixes are the series suffixes of a histogram family.
 var histogramSuffixes = []string{"_bucket", "_sum", "_count"}
 
-// metricNames are the families cctrace registers: its metrics' and its limits'.
-var metricNames = slices.Concat(metrics.MetricNames, limits.MetricNames)
+// metricNames are the families cctrace registers: its metrics', its limits' and its history's.
+var metricNames = slices.Concat(metrics.MetricNames, limits.MetricNames, history.MetricNames)
 
 // family returns the metricNames family that the series name belongs to, if any.
 func family(name string) (string, bool) {
