@@ -16,6 +16,7 @@ import (
 const (
 	maxAnatomyParts = 24 // the largest parts; the rest add up in one "other" part
 	maxNewParts     = 12 // the largest parts of what was new
+	maxBreakpoints  = 4  // the API's limit of cache_control markers per request
 )
 
 // Anatomy is what filled one request's input, as the tracker estimated it (docs/wire.md §9), and
@@ -28,6 +29,9 @@ type Anatomy struct {
 	// "system", "messages[14]"; empty when nothing was.
 	ReadTo    string `json:"cache_read_to,omitempty"`
 	WrittenTo string `json:"cache_written_to,omitempty"`
+	// Breakpoints are the request's cache_control markers, where each lies and its TTL:
+	// "system[2] (5m)"; at most maxBreakpoints, as many as the API takes.
+	Breakpoints []string `json:"cache_breakpoints,omitempty"`
 	// Compared is true when there was a previous request to compare with; New is then what this
 	// one carries beyond it, by part (bytes and blocks only), and Changes what changed in what
 	// both carry, in plain words.
@@ -86,6 +90,11 @@ func anatomyOf(c *instrument.Chat) *Anatomy {
 	}
 	if p := c.Context.WrittenTo; p != nil {
 		a.WrittenTo = p.String()
+	}
+	if b := c.Request.Body; b != nil {
+		for _, bp := range b.Anatomy.Breakpoints[:min(len(b.Anatomy.Breakpoints), maxBreakpoints)] {
+			a.Breakpoints = append(a.Breakpoints, bp.At.String()+" ("+bp.TTL+")")
+		}
 	}
 	if ch := c.Change; ch != nil {
 		a.Compared = true

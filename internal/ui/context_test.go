@@ -56,7 +56,7 @@ func TestContextChart(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET request = %d:\n%s", code, body)
 	}
-	for _, want := range []string{`id="parts"`, "tool results: Bash", "Appended: earlier answers&#39; text (35 B), tool calls: Bash (46 B), tool results: Bash (", "Everything the previous request carried came again unchanged."} {
+	for _, want := range []string{`id="parts"`, "tool results: Bash", "system[1] (5m), system[2] (5m), messages[51].content[0] (5m)", "Appended: earlier answers&#39; text (35 B), tool calls: Bash (46 B), tool results: Bash (", "Everything the previous request carried came again unchanged."} {
 		if !strings.Contains(body, want) {
 			t.Errorf("request page lacks %q", want)
 		}
