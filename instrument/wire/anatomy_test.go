@@ -559,14 +559,15 @@ func TestAnatomyMessageHashes(t *testing.T) {
 }
 
 // FuzzTextLen checks textLen against the length of the text encoding/json decodes, for strings
-// of valid UTF-8 (textLen counts an invalid byte once, encoding/json as U+FFFD).
+// of valid UTF-8 (textLen counts an invalid byte once, encoding/json as U+FFFD) given as the
+// decoder hands them over: one string token, with no white space around it.
 func FuzzTextLen(f *testing.F) {
 	for _, s := range []string{`"a"`, `"\u00e9\n"`, `"\ud83d\ude00"`, `"\ud800\u0041"`, `"\udc00"`, `"\\\""`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var s string
-		if !utf8.Valid(raw) || json.Unmarshal(raw, &s) != nil || raw[0] != '"' {
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &s) != nil || raw[0] != '"' || raw[len(raw)-1] != '"' {
 			return
 		}
 		if got := textLen(raw); got != len(s) {
