@@ -179,13 +179,12 @@ func parseArgs(command string, fs *flag.FlagSet, args []string) error {
 		}
 		env := "CCTRACE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
+			// -h shows the default and an error the value: neither shows the password a URL
+			// (--upstream, --budget-spend-prometheus) or a database's DSN (--history) may carry.
 			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("invalid %s=%q: %w", env, v, err)
+				envErr = fmt.Errorf("invalid %s=%q: %w", env, history.RedactDSN(v), err)
 			}
-			f.DefValue = v
-			if f.Name == "history" { // -h shows the default: not a database's password
-				f.DefValue = history.RedactDSN(v)
-			}
+			f.DefValue = history.RedactDSN(v)
 		}
 	})
 	if envErr != nil {

@@ -74,10 +74,11 @@ func TestHistoryOutlivesServe(t *testing.T) {
 	}
 }
 
-// TestHistoryPasswordNotShown: a PostgreSQL URL in CCTRACE_HISTORY is the flags' default, and
-// -h shows defaults: not its password.
+// TestHistoryPasswordNotShown: a PostgreSQL URL in CCTRACE_HISTORY, or a URL with a password in
+// another CCTRACE_ setting, is the flags' default, and -h shows defaults: not the password.
 func TestHistoryPasswordNotShown(t *testing.T) {
-	env := []string{"CCTRACE_HISTORY=postgres://cctrace:s3cret-pw@127.0.0.1:1/history"}
+	env := []string{"CCTRACE_HISTORY=postgres://cctrace:s3cret-pw@127.0.0.1:1/history",
+		"CCTRACE_BUDGET_SPEND_PROMETHEUS=http://prom:s3cret-pw@127.0.0.1:9090"}
 	for _, args := range [][]string{{"serve", "-h"}, {"sessions", "-h"}, {"turns", "-h"}} {
 		out, stderr, _ := cctrace(t, env, args...)
 		if strings.Contains(out+stderr, "s3cret-pw") {
