@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,8 +131,130 @@ func TestClaudeRestartMidTool(t *testing.T) {
 	}
 }
 
-// messagesRequests is how many Messages API requests cctrace counted (every kind but "other").
+// messagesRequests is how many Messages API requests cctrace counted: every kind but "other"
+// and "no_session" (nginx's readiness check, say).
 func messagesRequests(t *testing.T, metricsURL string) float64 {
 	t.Helper()
-	return sample(t, metricsURL, "cctrace_requests_total", nil) - sample(t, metricsURL, "cctrace_requests_total", map[string]string{"kind": "other"})
+	return sample(t, metricsURL, "cctrace_requests_total", nil) -
+		sample(t, metricsURL, "cctrace_requests_total", map[string]string{"kind": "other"}) -
+		sample(t, metricsURL, "cctrace_requests_total", map[string]string{"kind": "no_session"})
+}
+
+// TestClaudeReplicaRollMidTool is a roll of the team gateway while Claude Code's Bash call runs:
+// two replicas behind nginx with the shipped config, their history on one PostgreSQL. The
+// replica that served the request asking for Bash stops (SIGTERM); nginx sends the call's result
+// to the other, which takes the turn over from the store: one root with the turn's real start,
+// the call a success, the turn and the call counted once, and the two replicas' bill the CLI's.
+func TestClaudeReplicaRollMidTool(t *testing.T) {
+	claudeBin := harness.Claude(t)
+	harness.Require(t, harness.EnvNginx, "nginx")
+	jaeger := harness.StartJaeger(t)
+	store := harness.StartPostgres(t).Database(t)
+
+	script, err := fakeapi.Scenario("slow_tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := fakeapi.New(script)
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.HandleFunc("GET /ready", func(http.ResponseWriter, *http.Request) {}) // nginx's readiness, through a replica
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go fake.Serve(ln)
+	defer fake.Close()
+
+	proxyPorts := []int{harness.FreePort(t), harness.FreePort(t)}
+	var replicas []*harness.Process
+	var metricsURLs []string
+	for i, port := range proxyPorts {
+		metricsPort := harness.FreePort(t)
+		metricsURLs = append(metricsURLs, "http://127.0.0.1:"+strconv.Itoa(metricsPort))
+		replicas = append(replicas, serveCctrace(t, []string{
+			"--listen", "127.0.0.1:" + strconv.Itoa(port),
+			"--metrics-listen", "127.0.0.1:" + strconv.Itoa(metricsPort),
+			"--upstream", "http://" + ln.Addr().String(),
+			"--turn-idle-timeout", "2m",
+			"--replica", "--history", store},
+			"OTEL_EXPORTER_OTLP_ENDPOINT="+jaeger.OTLPEndpoint(),
+			"OTEL_SERVICE_NAME="+service,
+			"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+replicaInstance(i),
+			"OTEL_BSP_SCHEDULE_DELAY=100"))
+	}
+	nginxPort := harness.FreePort(t)
+	nginxDir := t.TempDir()
+	nginxURL := "http://127.0.0.1:" + strconv.Itoa(nginxPort)
+	harness.StartNginx(t, nginxDir, nginxSite(t, proxyPorts, nginxPort, filepath.Join(nginxDir, "access.log")), nginxURL+"/ready")
+
+	s := &stack{jaeger: jaeger, claudeBin: claudeBin, proxyURL: nginxURL}
+	sess := newSession(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	run := s.startClaude(t, ctx, sess, "Run the slow command.", "--allowedTools", "Bash")
+	served := -1 // the replica that served the request asking for Bash
+	harness.Eventually(t, "a replica to count the request that asked for Bash", func() error {
+		for i, u := range metricsURLs {
+			if sample(t, u, "cctrace_requests_total", map[string]string{"stop_reason": "tool_use"}) == 1 {
+				served = i
+				return nil
+			}
+		}
+		return errors.New("no replica counted it yet")
+	})
+	other := 1 - served
+	rolledBill := cctraceBill(t, metricsURLs[served])
+	rolledRequests := messagesRequests(t, metricsURLs[served])
+	rolled := time.Now()
+	if !replicas[served].Stop() {
+		t.Errorf("the rolled replica did not stop within its grace:\n%s", replicas[served].LogTail())
+	}
+	res := run.wait(t, sess)
+	if res.IsError || !strings.Contains(res.Result, "slow-tool-done") {
+		t.Errorf("Claude Code's answer: %+v", res)
+	}
+
+	traces := s.sessionTraces(t, sess.id, 1, 4)
+	want := `invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Bash
+  chat claude-opus-5-5 [tool_results]`
+	if got := tree(traces); got != want {
+		t.Errorf("span tree across the roll:\n%s\nwant:\n%s", got, want)
+	}
+	checkTokens(t, traces, api.Served())
+	for _, sp := range traces[0].Spans {
+		if sp.Tags["otel.status_code"] == "ERROR" {
+			t.Errorf("%s: error %v", sp.OperationName, sp.Tags["error.type"])
+		}
+		if sp.OperationName == "invoke_agent claude-code" && (sp.StartTime.Before(began) || !sp.StartTime.Before(rolled)) {
+			t.Errorf("the turn starts at %v, want its first request's, before the roll at %v", sp.StartTime, rolled)
+		}
+	}
+	harness.Eventually(t, "the other replica to count the turn and the call", func() error {
+		turns := sample(t, metricsURLs[other], "cctrace_turns_total", map[string]string{"outcome": "end_turn"})
+		calls := sample(t, metricsURLs[other], "cctrace_tool_calls_total", map[string]string{"tool": "Bash", "outcome": "success"})
+		if turns != 1 || calls != 1 {
+			return fmt.Errorf("turns %v, Bash calls %v; want 1 each", turns, calls)
+		}
+		messages := 0
+		for _, sv := range api.Served() {
+			if sv.Path == "/v1/messages" {
+				messages++
+			}
+		}
+		if n := rolledRequests + messagesRequests(t, metricsURLs[other]); n != float64(messages) {
+			return fmt.Errorf("the two counted %v Messages requests, the API served %d", n, messages)
+		}
+		return nil
+	})
+	if n := sample(t, metricsURLs[other], "cctrace_turns_handed_off_total", nil); n != 0 {
+		t.Errorf("the other replica counted %v turns handed off", n)
+	}
+	// Claude Code's prices are the pricing page's for claude-opus-5-5: nothing is scaled.
+	checkBillOf(t, func() bill { return rolledBill.plus(cctraceBill(t, metricsURLs[other])) },
+		expected(t, sess.bill, api.Served(), 1))
 }
