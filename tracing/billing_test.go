@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cctrace/cctrace/instrument"
@@ -16,21 +17,7 @@ import (
 // tokens says so: the server tools the API ran, fast mode, where inference ran and the
 // sub-inferences (an advisor's) billed beside the answer.
 func TestChatSpanCarriesTheBill(t *testing.T) {
-	exchanges, err := replay.Load("../testdata/claude-code/billing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := tracetest.NewSpanRecorder()
-	sink, err := New(WithSpanProcessor(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := instrument.New(sink)
-	replay.Play(tr, exchanges)
-	tr.Close(exchanges[len(exchanges)-1].Response.End)
-	if err := sink.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	ended := replaySpans(t, "billing")
 	want := map[attribute.Key]attribute.Value{
 		keyUsageWebFetch:      attribute.IntValue(1),
 		keyUsageCodeExecution: attribute.IntValue(1),
@@ -39,7 +26,7 @@ func TestChatSpanCarriesTheBill(t *testing.T) {
 		keyUsageIterations:    attribute.IntValue(1),
 	}
 	chats := 0
-	for _, s := range rec.Ended() {
+	for _, s := range ended {
 		if !strings.HasPrefix(s.Name(), "chat ") {
 			continue
 		}
@@ -57,4 +44,26 @@ func TestChatSpanCarriesTheBill(t *testing.T) {
 	if chats != 1 {
 		t.Errorf("%d chat spans, want the recording's one", chats)
 	}
+}
+
+// replaySpans plays the recorded session testdata/claude-code/<name> through a tracker and this
+// sink, and returns the spans the sink ended.
+func replaySpans(t *testing.T, name string) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	exchanges, err := replay.Load("../testdata/claude-code/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	sink, err := New(WithSpanProcessor(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := instrument.New(sink)
+	replay.Play(tr, exchanges)
+	tr.Close(exchanges[len(exchanges)-1].Response.End)
+	if err := sink.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Ended()
 }

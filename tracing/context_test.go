@@ -1,39 +1,20 @@
 package tracing
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
-
-	"github.com/cctrace/cctrace/instrument"
-	"github.com/cctrace/cctrace/internal/replay"
 )
 
 // TestChatSpanContext replays a recorded session with a /compact: every answered chat span
 // carries its input by part, adding up to gen_ai.usage.input_tokens, and its cache breakpoints;
 // the request after the compaction says the cache missed because of it.
 func TestChatSpanContext(t *testing.T) {
-	exchanges, err := replay.Load("../testdata/claude-code/compaction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := tracetest.NewSpanRecorder()
-	sink, err := New(WithSpanProcessor(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := instrument.New(sink)
-	replay.Play(tr, exchanges)
-	tr.Close(exchanges[len(exchanges)-1].Response.End)
-	if err := sink.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	ended := replaySpans(t, "compaction")
 	chats, misses := 0, 0
-	for _, s := range rec.Ended() {
+	for _, s := range ended {
 		if !strings.HasPrefix(s.Name(), "chat ") {
 			continue
 		}
