@@ -81,29 +81,8 @@ func TestClaudeRestartMidTool(t *testing.T) {
 				t.Errorf("the first cctrace did not stop within its grace:\n%s", first.LogTail())
 			}
 			second := start()
-			res := run.wait(t, sess)
-			if res.IsError || !strings.Contains(res.Result, "slow-tool-done") {
-				t.Errorf("Claude Code's answer: %+v", res)
-			}
-
-			traces := s.sessionTraces(t, sess.id, 1, 4)
-			want := `invoke_agent claude-code [end_turn]
-  chat claude-opus-5-5 [turn]
-  execute_tool Bash
-  chat claude-opus-5-5 [tool_results]`
-			if got := tree(traces); got != want {
-				t.Errorf("span tree across the restart:\n%s\nwant:\n%s", got, want)
-			}
+			traces := checkSlowToolTurn(t, s, run, sess, api, began, restarted, "restart")
 			checkSessionSpans(t, traces, sess.id)
-			checkTokens(t, traces, api.Served())
-			for _, sp := range traces[0].Spans {
-				if sp.Tags["otel.status_code"] == "ERROR" {
-					t.Errorf("%s: error %v", sp.OperationName, sp.Tags["error.type"])
-				}
-				if sp.OperationName == "invoke_agent claude-code" && (sp.StartTime.Before(began) || !sp.StartTime.Before(restarted)) {
-					t.Errorf("the turn starts at %v, want its first request's, before the restart at %v", sp.StartTime, restarted)
-				}
-			}
 			harness.Eventually(t, "the second cctrace to count the turn and the call", func() error {
 				turns := sample(t, s.metricsURL, "cctrace_turns_total", map[string]string{"outcome": "end_turn"})
 				calls := sample(t, s.metricsURL, "cctrace_tool_calls_total", map[string]string{"tool": "Bash", "outcome": "success"})
@@ -212,28 +191,7 @@ func TestClaudeReplicaRollMidTool(t *testing.T) {
 	if !replicas[served].Stop() {
 		t.Errorf("the rolled replica did not stop within its grace:\n%s", replicas[served].LogTail())
 	}
-	res := run.wait(t, sess)
-	if res.IsError || !strings.Contains(res.Result, "slow-tool-done") {
-		t.Errorf("Claude Code's answer: %+v", res)
-	}
-
-	traces := s.sessionTraces(t, sess.id, 1, 4)
-	want := `invoke_agent claude-code [end_turn]
-  chat claude-opus-5-5 [turn]
-  execute_tool Bash
-  chat claude-opus-5-5 [tool_results]`
-	if got := tree(traces); got != want {
-		t.Errorf("span tree across the roll:\n%s\nwant:\n%s", got, want)
-	}
-	checkTokens(t, traces, api.Served())
-	for _, sp := range traces[0].Spans {
-		if sp.Tags["otel.status_code"] == "ERROR" {
-			t.Errorf("%s: error %v", sp.OperationName, sp.Tags["error.type"])
-		}
-		if sp.OperationName == "invoke_agent claude-code" && (sp.StartTime.Before(began) || !sp.StartTime.Before(rolled)) {
-			t.Errorf("the turn starts at %v, want its first request's, before the roll at %v", sp.StartTime, rolled)
-		}
-	}
+	checkSlowToolTurn(t, s, run, sess, api, began, rolled, "roll")
 	harness.Eventually(t, "the other replica to count the turn and the call", func() error {
 		turns := sample(t, metricsURLs[other], "cctrace_turns_total", map[string]string{"outcome": "end_turn"})
 		calls := sample(t, metricsURLs[other], "cctrace_tool_calls_total", map[string]string{"tool": "Bash", "outcome": "success"})
@@ -257,4 +215,34 @@ func TestClaudeReplicaRollMidTool(t *testing.T) {
 	// Claude Code's prices are the pricing page's for claude-opus-5-5: nothing is scaled.
 	checkBillOf(t, func() bill { return rolledBill.plus(cctraceBill(t, metricsURLs[other])) },
 		expected(t, sess.bill, api.Served(), 1))
+}
+
+// checkSlowToolTurn waits for Claude Code's answer to the slow command and checks its turn, cut
+// at cut by a restart or a roll (what): one trace holding the whole turn, its tokens as the fake
+// served them, no span in error, and a root that starts at the turn's first request, before the
+// cut. It returns the session's traces.
+func checkSlowToolTurn(t *testing.T, s *stack, run *claudeRun, sess *session, api *fakeapi.Server, began, cut time.Time, what string) []harness.Trace {
+	t.Helper()
+	res := run.wait(t, sess)
+	if res.IsError || !strings.Contains(res.Result, "slow-tool-done") {
+		t.Errorf("Claude Code's answer: %+v", res)
+	}
+	traces := s.sessionTraces(t, sess.id, 1, 4)
+	want := `invoke_agent claude-code [end_turn]
+  chat claude-opus-5-5 [turn]
+  execute_tool Bash
+  chat claude-opus-5-5 [tool_results]`
+	if got := tree(traces); got != want {
+		t.Errorf("span tree across the %s:\n%s\nwant:\n%s", what, got, want)
+	}
+	checkTokens(t, traces, api.Served())
+	for _, sp := range traces[0].Spans {
+		if sp.Tags["otel.status_code"] == "ERROR" {
+			t.Errorf("%s: error %v", sp.OperationName, sp.Tags["error.type"])
+		}
+		if sp.OperationName == "invoke_agent claude-code" && (sp.StartTime.Before(began) || !sp.StartTime.Before(cut)) {
+			t.Errorf("the turn starts at %v, want its first request's, before the %s at %v", sp.StartTime, what, cut)
+		}
+	}
+	return traces
 }
