@@ -297,21 +297,28 @@ func body(model string, tools int, msgs []wire.Message) *wire.Body {
 	return b
 }
 
+// blocksOf counts n blocks of type t.
+func blocksOf(t wire.BlockType, n int) wire.BlockCounts {
+	var c wire.BlockCounts
+	c.Add(t, n)
+	return c
+}
+
 func user(text string) wire.Message {
-	return wire.Message{Role: wire.RoleUser, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockText: 1}), HumanText: true, Text: text,
+	return wire.Message{Role: wire.RoleUser, Blocks: blocksOf(wire.BlockText, 1), HumanText: true, Text: text,
 		Synthetic: wire.SyntheticText(text)}
 }
 
 func reminderOnly() wire.Message {
-	return wire.Message{Role: wire.RoleUser, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockText: 1})}
+	return wire.Message{Role: wire.RoleUser, Blocks: blocksOf(wire.BlockText, 1)}
 }
 
 func systemMsg() wire.Message {
-	return wire.Message{Role: wire.RoleSystem, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockText: 1})}
+	return wire.Message{Role: wire.RoleSystem, Blocks: blocksOf(wire.BlockText, 1)}
 }
 
 func assistant(toolIDs ...string) wire.Message {
-	m := wire.Message{Role: wire.RoleAssistant, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockText: 1}), ToolUseIDs: toolIDs}
+	m := wire.Message{Role: wire.RoleAssistant, Blocks: blocksOf(wire.BlockText, 1), ToolUseIDs: toolIDs}
 	if len(toolIDs) > 0 {
 		m.Blocks.Add(wire.BlockToolUse, len(toolIDs))
 	}
@@ -320,7 +327,7 @@ func assistant(toolIDs ...string) wire.Message {
 
 // results builds a user message of tool results; an id prefixed with "!" is an error result.
 func results(ids ...string) wire.Message {
-	m := wire.Message{Role: wire.RoleUser, Blocks: wire.CountBlocks(map[wire.BlockType]int{wire.BlockToolResult: len(ids)})}
+	m := wire.Message{Role: wire.RoleUser, Blocks: blocksOf(wire.BlockToolResult, len(ids))}
 	for _, id := range ids {
 		r := wire.ToolResult{ToolUseID: strings.TrimPrefix(id, "!"), IsError: strings.HasPrefix(id, "!"), Bytes: 10}
 		m.ToolResults = append(m.ToolResults, r)

@@ -14,6 +14,15 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
+// countBlocks returns the counts in m.
+func countBlocks(m map[BlockType]int) BlockCounts {
+	var c BlockCounts
+	for t, n := range m {
+		c.Add(t, n)
+	}
+	return c
+}
+
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -68,7 +77,7 @@ func TestParseBodyFixtures(t *testing.T) {
 					Names: []string{"Agent", "Bash", "Read", "mcp__github__get_issue", "WebSearch"},
 				},
 				Messages: []Message{{
-					Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
+					Role: RoleUser, Blocks: countBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
 					Text: "Why does TestRetry fail on CI? Fix it.",
 				}},
 				CacheBreakpoints:   3,
@@ -89,17 +98,17 @@ func TestParseBodyFixtures(t *testing.T) {
 				Tools:             ToolsInfo{Present: true},
 				Messages: []Message{
 					{
-						Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
+						Role: RoleUser, Blocks: countBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
 						Text: "Audit the retry code, use an agent.",
 					},
 					{
 						Role:       RoleAssistant,
-						Blocks:     CountBlocks(map[BlockType]int{BlockThinking: 1, BlockText: 1, BlockToolUse: 2}),
+						Blocks:     countBlocks(map[BlockType]int{BlockThinking: 1, BlockText: 1, BlockToolUse: 2}),
 						ToolUseIDs: []string{"toolu_01AgentA", "toolu_01Ls"},
 					},
 					{
 						Role:   RoleUser,
-						Blocks: CountBlocks(map[BlockType]int{BlockToolResult: 3}),
+						Blocks: countBlocks(map[BlockType]int{BlockToolResult: 3}),
 						ToolResults: []ToolResult{
 							{ToolUseID: "toolu_01Ls", Bytes: len("go.mod\nmain.go\n"), Preview: "go.mod\nmain.go\n"},
 							{
@@ -109,7 +118,7 @@ func TestParseBodyFixtures(t *testing.T) {
 							{ToolUseID: "toolu_01Img", IsError: true, Bytes: len(imageBlock)},
 						},
 					},
-					{Role: RoleSystem, Blocks: CountBlocks(map[BlockType]int{BlockText: 1})},
+					{Role: RoleSystem, Blocks: countBlocks(map[BlockType]int{BlockText: 1})},
 				},
 				CacheBreakpoints:   1,
 				FirstHumanText:     "Audit the retry code, use an agent.",
@@ -129,12 +138,12 @@ func TestParseBodyFixtures(t *testing.T) {
 					Subagent:      true,
 				},
 				Messages: []Message{
-					{Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 1}), HumanText: true, Text: continued},
+					{Role: RoleUser, Blocks: countBlocks(map[BlockType]int{BlockText: 1}), HumanText: true, Text: continued},
 					{
-						Role: RoleUser, Blocks: CountBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
+						Role: RoleUser, Blocks: countBlocks(map[BlockType]int{BlockText: 2}), HumanText: true,
 						Text: "<command-name>/compact</command-name>\n<command-message>compact</command-message>\n<command-args></command-args>",
 					},
-					{Role: RoleOther, Blocks: CountBlocks(map[BlockType]int{BlockOther: 1})},
+					{Role: RoleOther, Blocks: countBlocks(map[BlockType]int{BlockOther: 1})},
 				},
 				FirstHumanText:     continued,
 				FirstHumanTextHash: HashText(continued),

@@ -256,15 +256,6 @@ func blockIndex(t BlockType) int {
 // hundreds of messages, and BodyCache keeps them decoded. The zero value counts none.
 type BlockCounts [len(blockTypes)]int32
 
-// CountBlocks returns the counts in m (types BlockCounts does not know count as BlockOther).
-func CountBlocks(m map[BlockType]int) BlockCounts {
-	var c BlockCounts
-	for t, n := range m {
-		c.Add(t, n)
-	}
-	return c
-}
-
 // Add counts n more blocks of type t.
 func (c *BlockCounts) Add(t BlockType, n int) { c[blockIndex(t)] += int32(n) }
 
