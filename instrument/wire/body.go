@@ -584,38 +584,22 @@ func (p *bodyParser) materialize(m *Message, t *messageText, preview bool) {
 
 // parseRole maps a role name to a Role, without making a string of it.
 func parseRole(b []byte) Role {
-	switch string(b) {
-	case "user":
-		return RoleUser
-	case "assistant":
-		return RoleAssistant
-	case "system":
-		return RoleSystem
-	default:
-		return RoleOther
+	for _, r := range roles[1:] {
+		if string(b) == string(r) {
+			return r
+		}
 	}
+	return RoleOther
 }
 
 // parseBlockType maps a type name to a BlockType, without making a string of it.
 func parseBlockType(b []byte) BlockType {
-	switch string(b) {
-	case "text":
-		return BlockText
-	case "tool_use":
-		return BlockToolUse
-	case "tool_result":
-		return BlockToolResult
-	case "thinking":
-		return BlockThinking
-	case "redacted_thinking":
-		return BlockRedactedThinking
-	case "image":
-		return BlockImage
-	case "document":
-		return BlockDocument
-	default:
-		return BlockOther
+	for _, t := range blockTypes {
+		if string(b) == string(t) {
+			return t
+		}
 	}
+	return BlockOther
 }
 
 // content reads a message's content (a string or a list of blocks) into m and text; the ids of

@@ -111,13 +111,10 @@ type checkpoint struct {
 // text: a fraction of a Message, which also holds its text.
 type pastMessage struct {
 	blocks    BlockCounts
-	role      uint8 // index in pastRoles
+	role      uint8 // index in roles
 	flags     uint8 // pastHumanText, pastPlanMode, …
 	synthetic uint8 // index in syntheticKinds
 }
-
-// pastRoles are the roles parseRole returns.
-var pastRoles = [...]Role{RoleOther, RoleUser, RoleAssistant, RoleSystem}
 
 const (
 	pastHumanText = 1 << iota
@@ -130,7 +127,7 @@ const (
 // toPast compacts a decoded message and its text.
 func toPast(m *Message, t *messageText) pastMessage {
 	pm := pastMessage{blocks: m.Blocks}
-	for i, r := range pastRoles {
+	for i, r := range roles {
 		if m.Role == r {
 			pm.role = uint8(i)
 		}
@@ -156,7 +153,7 @@ func toPast(m *Message, t *messageText) pastMessage {
 // message returns the message as finish leaves it when it comes before the last assistant
 // message and is neither the first user message nor the last one spoken.
 func (pm pastMessage) message() Message {
-	return Message{Role: pastRoles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0,
+	return Message{Role: roles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0,
 		Synthetic: syntheticKinds[pm.synthetic]}
 }
 
@@ -173,7 +170,7 @@ func (pm pastMessage) text() messageText {
 // hasTools reports whether the message has what finish would make ToolResults or ToolUseIDs
 // of, were it after the last assistant message.
 func (pm pastMessage) hasTools() bool {
-	switch pastRoles[pm.role] {
+	switch roles[pm.role] {
 	case RoleUser:
 		return pm.blocks.Get(BlockToolResult) > 0
 	case RoleAssistant:

@@ -211,6 +211,9 @@ const (
 	RoleOther     Role = "other"
 )
 
+// roles are the roles parseRole returns.
+var roles = [...]Role{RoleOther, RoleUser, RoleAssistant, RoleSystem}
+
 // BlockType is a content block type. A string content counts as one BlockText.
 // Unknown types are BlockOther.
 type BlockType string
@@ -232,24 +235,12 @@ var blockTypes = [...]BlockType{BlockText, BlockToolUse, BlockToolResult, BlockT
 
 // blockIndex is t's index in blockTypes; unknown types count as BlockOther.
 func blockIndex(t BlockType) int {
-	switch t {
-	case BlockText:
-		return 0
-	case BlockToolUse:
-		return 1
-	case BlockToolResult:
-		return 2
-	case BlockThinking:
-		return 3
-	case BlockRedactedThinking:
-		return 4
-	case BlockImage:
-		return 5
-	case BlockDocument:
-		return 6
-	default:
-		return 7
+	for i, bt := range blockTypes[:len(blockTypes)-1] {
+		if t == bt {
+			return i
+		}
 	}
+	return len(blockTypes) - 1
 }
 
 // BlockCounts counts content blocks by type. It is a value, not a map: a request's history has
