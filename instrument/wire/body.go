@@ -206,11 +206,25 @@ type messageText struct {
 	usesFrom, usesTo       int
 	pendingFrom, pendingTo int
 	pendingTools           bool
-	planMode               bool // a text block carries the Plan Mode reminder
-	compact                bool // a text block carries the /compact command
-	taskNotification       bool // a text block carries a <task-notification>
-	planExit               bool // a text block says Plan Mode was exited
+	marks                  textMarks
 }
+
+// textMarks is the set of marks a message's text blocks carry.
+type textMarks uint8
+
+const (
+	markPlanMode         textMarks = 1 << iota // the Plan Mode reminder
+	markCompact                                // the /compact command
+	markTaskNotification                       // a <task-notification>
+	markPlanExit                               // word that Plan Mode was exited
+)
+
+// textMarkers are the marks a text block carries when it contains their text, which has
+// nothing JSON escapes.
+var textMarkers = [...]struct {
+	mark textMarks
+	text []byte
+}{{markPlanMode, []byte(planModeMarker)}, {markPlanExit, []byte(planExitMarker)}, {markTaskNotification, []byte(taskNotificationMarker)}}
 
 // member reads one member of the request object.
 func (p *bodyParser) member(name []byte) {
@@ -538,7 +552,7 @@ func (p *bodyParser) message() {
 	text.pendingTo = len(p.pending)
 	if m.Role == RoleUser {
 		m.HumanText = text.human != nil
-		m.Synthetic = syntheticOf(text.human, text.taskNotification)
+		m.Synthetic = syntheticOf(text.human, text.marks&markTaskNotification != 0)
 	}
 	p.out.Messages = append(p.out.Messages, m)
 	p.msgs = append(p.msgs, text)
@@ -886,18 +900,14 @@ func (p *bodyParser) textBlock(raw []byte, c textClass, text *messageText) {
 	if text.human == nil && c.human() {
 		text.human = raw
 	}
-	if !text.planMode && bytes.Contains(raw, []byte(planModeMarker)) {
-		text.planMode = true
+	for _, m := range textMarkers {
+		if text.marks&m.mark == 0 && bytes.Contains(raw, m.text) {
+			text.marks |= m.mark
+		}
 	}
-	if !text.planExit && bytes.Contains(raw, []byte(planExitMarker)) {
-		text.planExit = true
-	}
-	if !text.taskNotification && bytes.Contains(raw, []byte(taskNotificationMarker)) {
-		text.taskNotification = true
-	}
-	if !text.compact && bytes.Contains(raw, []byte("/compact")) &&
+	if text.marks&markCompact == 0 && bytes.Contains(raw, []byte("/compact")) &&
 		strings.Contains(unquote(raw), compactCommand) {
-		text.compact = true
+		text.marks |= markCompact
 	}
 }
 
@@ -918,7 +928,7 @@ func (p *bodyParser) finish() {
 		if firstUser < 0 {
 			firstUser = i
 		}
-		if p.msgs[i].compact {
+		if p.msgs[i].marks&markCompact != 0 {
 			p.out.CompactCommand = true
 		}
 	}
@@ -936,10 +946,10 @@ func (p *bodyParser) finish() {
 		if m.Role == RoleAssistant {
 			continue
 		}
-		if p.msgs[i].planMode {
+		if p.msgs[i].marks&markPlanMode != 0 {
 			p.out.PlanMode = true
 		}
-		if p.msgs[i].planExit {
+		if p.msgs[i].marks&markPlanExit != 0 {
 			p.out.PlanMode = false
 		}
 	}

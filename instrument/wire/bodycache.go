@@ -107,34 +107,22 @@ type checkpoint struct {
 }
 
 // pastMessage is what a BodyCache keeps of a message before the last ones of a body: what
-// finish leaves of it when it comes before the last assistant message, and the flags of its
+// finish leaves of it when it comes before the last assistant message, and the marks of its
 // text: a fraction of a Message, which also holds its text.
 type pastMessage struct {
 	blocks    BlockCounts
 	role      uint8 // index in roles
-	flags     uint8 // pastHumanText, pastPlanMode, …
 	synthetic uint8 // index in syntheticKinds
+	humanText bool
+	marks     textMarks
 }
-
-const (
-	pastHumanText = 1 << iota
-	pastPlanMode
-	pastCompact
-	pastTaskNotification
-	pastPlanExit
-)
 
 // toPast compacts a decoded message and its text.
 func toPast(m *Message, t *messageText) pastMessage {
-	pm := pastMessage{blocks: m.Blocks}
+	pm := pastMessage{blocks: m.Blocks, humanText: m.HumanText, marks: t.marks}
 	for i, r := range roles {
 		if m.Role == r {
 			pm.role = uint8(i)
-		}
-	}
-	set := func(on bool, flag uint8) {
-		if on {
-			pm.flags |= flag
 		}
 	}
 	for i, k := range syntheticKinds {
@@ -142,29 +130,13 @@ func toPast(m *Message, t *messageText) pastMessage {
 			pm.synthetic = uint8(i)
 		}
 	}
-	set(m.HumanText, pastHumanText)
-	set(t.planMode, pastPlanMode)
-	set(t.compact, pastCompact)
-	set(t.taskNotification, pastTaskNotification)
-	set(t.planExit, pastPlanExit)
 	return pm
 }
 
 // message returns the message as finish leaves it when it comes before the last assistant
 // message and is neither the first user message nor the last one spoken.
 func (pm pastMessage) message() Message {
-	return Message{Role: roles[pm.role], Blocks: pm.blocks, HumanText: pm.flags&pastHumanText != 0,
-		Synthetic: syntheticKinds[pm.synthetic]}
-}
-
-// text returns its text's flags, without raw text.
-func (pm pastMessage) text() messageText {
-	return messageText{
-		planMode:         pm.flags&pastPlanMode != 0,
-		compact:          pm.flags&pastCompact != 0,
-		taskNotification: pm.flags&pastTaskNotification != 0,
-		planExit:         pm.flags&pastPlanExit != 0,
-	}
+	return Message{Role: roles[pm.role], Blocks: pm.blocks, HumanText: pm.humanText, Synthetic: syntheticKinds[pm.synthetic]}
 }
 
 // hasTools reports whether the message has what finish would make ToolResults or ToolUseIDs
@@ -430,11 +402,8 @@ func (p *bodyParser) resumeAt(e *bodyEntry, i int, digest xxh3.Hasher, in *[]byt
 func restorePast(msgs []Message, texts []messageText, past []pastMessage) {
 	clear(texts)
 	for i := range msgs {
-		pm := past[i]
-		msgs[i] = pm.message()
-		if pm.flags&^pastHumanText != 0 {
-			texts[i] = pm.text()
-		}
+		msgs[i] = past[i].message()
+		texts[i].marks = past[i].marks
 	}
 }
 
