@@ -237,21 +237,9 @@ func (p *bodyParser) member(name []byte) {
 	case "stream":
 		p.out.Stream = r.boolean()
 	case "metadata":
-		r.object(func(name []byte) {
-			if string(name) != "user_id" {
-				r.skip()
-				return
-			}
-			p.out.UserID = r.text()
-		})
+		r.member("user_id", func() { p.out.UserID = r.text() })
 	case "thinking":
-		r.object(func(name []byte) {
-			if string(name) == "type" {
-				p.out.Thinking = r.text()
-				return
-			}
-			r.skip()
-		})
+		r.member("type", func() { p.out.Thinking = r.text() })
 	case "output_config":
 		p.outputConfig()
 	case "context_management":
@@ -336,13 +324,7 @@ func (p *bodyParser) outputConfig() {
 		case "effort":
 			p.out.Effort = r.text()
 		case "format":
-			r.object(func(name []byte) {
-				if string(name) == "type" {
-					p.out.OutputFormat = r.text()
-					return
-				}
-				r.skip()
-			})
+			r.member("type", func() { p.out.OutputFormat = r.text() })
 		default:
 			r.skip()
 		}
@@ -437,13 +419,7 @@ func (p *bodyParser) cacheControl() (marked bool, ttl string) {
 		return false, ""
 	}
 	p.out.CacheBreakpoints++
-	r.object(func(name []byte) {
-		if string(name) == "ttl" {
-			ttl = r.text()
-			return
-		}
-		r.skip()
-	})
+	r.member("ttl", func() { ttl = r.text() })
 	if ttl == "" {
 		ttl = "5m"
 	}

@@ -149,13 +149,7 @@ func (d *streamDecoder) chunkEvent(payload []byte) ([]byte, error) {
 	var raw []byte
 	r := &d.t
 	r.reset(payload)
-	r.object(func(name []byte) {
-		if string(name) == "bytes" {
-			raw = r.str()
-			return
-		}
-		r.skip()
-	})
+	r.member("bytes", func() { raw = r.str() })
 	if err := r.end(); err != nil {
 		return nil, fmt.Errorf("decoding chunk payload: %w", err)
 	}

@@ -106,21 +106,7 @@ func (d *streamDecoder) write(p []byte, now time.Time) {
 				continue
 			}
 		}
-		nl := bytes.IndexByte(p, '\n')
-		seg := p
-		if nl >= 0 {
-			seg = p[:nl]
-		}
-		end, next := nl, nl+1
-		if cr := d.indexCR(seg); cr >= 0 {
-			end, next = cr, cr+1
-			switch {
-			case cr+1 < len(p) && p[cr+1] == '\n':
-				next = cr + 2
-			case cr+1 == len(p):
-				d.skipLF = true
-			}
-		}
+		end := d.lineLength(p)
 		if end < 0 {
 			d.appendLine(p)
 			return
@@ -137,7 +123,7 @@ func (d *streamDecoder) write(p []byte, now time.Time) {
 		}
 		d.line = d.line[:0]
 		d.overlong = false
-		p = p[next:]
+		p = p[d.nextLine(p, end):]
 	}
 }
 
@@ -208,14 +194,17 @@ func (d *streamDecoder) eventEnd(p []byte, i int) int {
 	if i < 0 || i == len(p) {
 		return 0
 	}
-	end := lineEnd(p, i)
-	if end < 0 {
-		return 0
+	return max(d.nextLine(p, i), 0)
+}
+
+// nextLine returns lineEnd(p, i), noting a \r that is p's last byte: a \n that starts the next
+// chunk belongs to it.
+func (d *streamDecoder) nextLine(p []byte, i int) int {
+	next := lineEnd(p, i)
+	if next == len(p) && p[next-1] == '\r' {
+		d.skipLF = true
 	}
-	if end == len(p) && p[end-1] == '\r' {
-		d.skipLF = true // as Write would: the same state either way
-	}
-	return end
+	return next
 }
 
 // fieldValue returns where the value of the SSE field whose colon ends at i starts: after one
@@ -376,32 +365,18 @@ type blockDeltaFields struct {
 	typ, text, partial []byte
 }
 
-// readBlockDelta reads a content_block_delta's delta object.
-func readBlockDelta(r *tokens) blockDeltaFields {
-	if r.kind() != '{' {
+// member reads the member name of a delta object.
+func (f *blockDeltaFields) member(r *tokens, name []byte) {
+	switch string(name) {
+	case "type":
+		f.typ = r.textBytes()
+	case "text":
+		f.text = r.str()
+	case "partial_json":
+		f.partial = r.str()
+	default:
 		r.skip()
-		return blockDeltaFields{}
 	}
-	r.token()
-	return blockDeltaMembers(r)
-}
-
-// blockDeltaMembers reads the members of a delta object whose opening brace was read.
-func blockDeltaMembers(r *tokens) blockDeltaFields {
-	var f blockDeltaFields
-	r.members(func(name []byte) {
-		switch string(name) {
-		case "type":
-			f.typ = r.textBytes()
-		case "text":
-			f.text = r.str()
-		case "partial_json":
-			f.partial = r.str()
-		default:
-			r.skip()
-		}
-	})
-	return f
 }
 
 // handleEvent decodes the data of one event, named name (empty without an event line), and
@@ -430,7 +405,8 @@ func (d *streamDecoder) handleEvent(name, data []byte, now time.Time) error {
 			}
 			r.token()
 			start := r.offset() - 1
-			ev.blockDelta, ev.hasBlockDelta = blockDeltaMembers(r), true
+			r.members(func(name []byte) { ev.blockDelta.member(r, name) })
+			ev.hasBlockDelta = true
 			ev.delta = r.src[start:r.offset()] // for an event whose type contradicts its name
 		case "usage":
 			ev.usage = r.value()
@@ -455,7 +431,7 @@ func (d *streamDecoder) handleEvent(name, data []byte, now time.Time) error {
 	case "content_block_delta":
 		if !ev.hasBlockDelta {
 			r.reset(ev.delta)
-			ev.blockDelta = readBlockDelta(r)
+			r.object(func(name []byte) { ev.blockDelta.member(r, name) })
 		}
 		d.handleBlockDelta(ev.index, ev.blockDelta, now)
 	case "content_block_stop":
@@ -623,9 +599,7 @@ func (b *messageBuilder) message(r *tokens, raw []byte) {
 		case "model":
 			b.info.Model = r.text()
 		case "stop_reason":
-			if s := r.text(); s != "" {
-				b.info.StopReason = s
-			}
+			setText(r, &b.info.StopReason)
 		case "usage":
 			b.usage(r)
 		case "content":
@@ -645,15 +619,15 @@ func (b *messageBuilder) message(r *tokens, raw []byte) {
 func (b *messageBuilder) delta(r *tokens, raw []byte) {
 	b.start()
 	r.reset(raw)
-	r.object(func(name []byte) {
-		if string(name) == "stop_reason" {
-			if s := r.text(); s != "" {
-				b.info.StopReason = s
-			}
-			return
-		}
-		r.skip()
-	})
+	r.member("stop_reason", func() { setText(r, &b.info.StopReason) })
+}
+
+// setText reads a string into *dst, which keeps its value when the string is empty or the value
+// not a string: a later event may repeat an earlier one's members with no value.
+func setText(r *tokens, dst *string) {
+	if s := r.text(); s != "" {
+		*dst = s
+	}
 }
 
 // usage reads a usage object from r. Fields it lacks (or has as null) keep their earlier values,
@@ -706,13 +680,9 @@ func (b *messageBuilder) usageMember(r *tokens, name []byte) {
 			}
 		})
 	case "speed":
-		if s := r.text(); s != "" {
-			u.Speed = s
-		}
+		setText(r, &u.Speed)
 	case "inference_geo":
-		if s := r.text(); s != "" {
-			u.InferenceGeo = s
-		}
+		setText(r, &u.InferenceGeo)
 	case "iterations":
 		b.iterations(r)
 	default:

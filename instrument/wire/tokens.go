@@ -195,6 +195,18 @@ func (t *tokens) members(fn func(name []byte)) bool {
 	}
 }
 
+// member reads an object, calling read for each member named want, which read must consume,
+// and passing over the others; as object, it returns false for any other value.
+func (t *tokens) member(want string, read func()) bool {
+	return t.object(func(name []byte) {
+		if string(name) == want {
+			read()
+			return
+		}
+		t.skip()
+	})
+}
+
 // array reads an array, calling fn for each element, which fn must consume. Any other value is
 // skipped and array returns false.
 func (t *tokens) array(fn func()) bool {
