@@ -22,34 +22,28 @@ const (
 // Providers lists every Provider, in the order their names are documented.
 var Providers = [...]Provider{ProviderAnthropic, ProviderVertex, ProviderBedrock, ProviderFoundry}
 
-// String returns the provider's name as cctrace's --provider flag and price table spell it.
-func (p Provider) String() string {
-	switch p {
-	case ProviderVertex:
-		return "vertex"
-	case ProviderBedrock:
-		return "bedrock"
-	case ProviderFoundry:
-		return "foundry"
-	default:
-		return "anthropic"
-	}
+// providerNames are each Provider's String and GenAIName.
+var providerNames = [...]struct{ name, genAI string }{
+	ProviderAnthropic: {"anthropic", "anthropic"},
+	ProviderVertex:    {"vertex", "gcp.vertex_ai"},
+	ProviderBedrock:   {"bedrock", "aws.bedrock"},
+	ProviderFoundry:   {"foundry", "azure.ai.inference"},
 }
+
+// String returns the provider's name as cctrace's --provider flag and price table spell it.
+func (p Provider) String() string { return providerNames[p.known()].name }
 
 // GenAIName returns the provider's gen_ai.provider.name in the OpenTelemetry GenAI semantic
 // conventions, for spans and metrics alike. Foundry serves Claude through the Azure AI
 // inference endpoint, and so is "azure.ai.inference".
-func (p Provider) GenAIName() string {
-	switch p {
-	case ProviderVertex:
-		return "gcp.vertex_ai"
-	case ProviderBedrock:
-		return "aws.bedrock"
-	case ProviderFoundry:
-		return "azure.ai.inference"
-	default:
-		return "anthropic"
+func (p Provider) GenAIName() string { return providerNames[p.known()].genAI }
+
+// known returns p, or ProviderAnthropic for a value no Provider has.
+func (p Provider) known() Provider {
+	if int(p) >= len(providerNames) {
+		return ProviderAnthropic
 	}
+	return p
 }
 
 // ParseProvider reads a provider name as String spells it (case-insensitive).
