@@ -605,9 +605,7 @@ func (p *bodyParser) content(m *Message, text *messageText) {
 	if r.kind() == '"' {
 		m.Blocks.Add(BlockText, 1)
 		raw := r.value()
-		c := classifyText(raw)
-		p.textBlock(raw, c, text)
-		a.add(SectionMessages, a.textPart(c), textLen(raw), 1)
+		p.textBlock(raw, text)
 		// Hashed as the one text block it stands for.
 		hashMember(&a.msgHash, []byte("type"), []byte(`"text"`))
 		hashMember(&a.msgHash, []byte("text"), raw)
@@ -635,9 +633,7 @@ func (p *bodyParser) content(m *Message, text *messageText) {
 		switch bt {
 		case BlockText:
 			if blk.text != nil {
-				c := classifyText(blk.text)
-				p.textBlock(blk.text, c, text)
-				a.add(SectionMessages, a.textPart(c), textLen(blk.text), 1)
+				p.textBlock(blk.text, text)
 			} else {
 				a.add(SectionMessages, Part{Kind: PartOther}, 0, 1)
 			}
@@ -866,10 +862,12 @@ func isIDByte(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_'
 }
 
-// textBlock records a raw text block of a message, of class c: the first one that is not blank
-// nor a system reminder is the message's human text. The markers it looks for have nothing
+// textBlock records a raw text block of a message, and its part of the anatomy: the first one
+// that is not blank nor a system reminder is the message's human text. The markers it looks for have nothing
 // JSON escapes.
-func (p *bodyParser) textBlock(raw []byte, c textClass, text *messageText) {
+func (p *bodyParser) textBlock(raw []byte, text *messageText) {
+	c := classifyText(raw)
+	p.a.add(SectionMessages, p.a.textPart(c), textLen(raw), 1)
 	if p.out.WorkingDirectory == "" && c.kind == ClientEnvironment {
 		p.out.WorkingDirectory, p.workingDirectoryAt = workingDirectory(raw), len(p.out.Messages)
 	}
@@ -892,20 +890,24 @@ func (p *bodyParser) textBlock(raw []byte, c textClass, text *messageText) {
 // (see Message.ToolResults).
 func (p *bodyParser) finish() {
 	msgs := p.out.Messages
-	last := lastSpoken(msgs)
-	for i := max(lastAssistant(msgs), 0); i < len(msgs); i++ {
+	last := lastOf(msgs, RoleUser, RoleAssistant)
+	for i := max(lastOf(msgs, RoleAssistant), 0); i < len(msgs); i++ {
 		p.materialize(&msgs[i], &p.msgs[i], i == last)
 	}
 	firstUser := -1
 	for i, m := range msgs {
-		if m.Role != RoleUser {
-			continue
+		marks := p.msgs[i].marks
+		if m.Role == RoleUser {
+			if firstUser < 0 {
+				firstUser = i
+			}
+			p.out.CompactCommand = p.out.CompactCommand || marks&markCompact != 0
 		}
-		if firstUser < 0 {
-			firstUser = i
-		}
-		if p.msgs[i].marks&markCompact != 0 {
-			p.out.CompactCommand = true
+		// Claude Code announces Plan Mode in a system-role message (or a reminder in a user
+		// message) that stays in the history, and its end in a later one: the last of them
+		// decides.
+		if m.Role != RoleAssistant && marks&(markPlanMode|markPlanExit) != 0 {
+			p.out.PlanMode = marks&markPlanExit == 0
 		}
 	}
 	if firstUser >= 0 {
@@ -914,19 +916,6 @@ func (p *bodyParser) finish() {
 			p.out.FirstHumanTextHash = HashText(full)
 			p.out.FirstHumanText = truncate(full, HumanTextLimit)
 			msgs[firstUser].Text = p.out.FirstHumanText
-		}
-	}
-	// Claude Code announces Plan Mode in a system-role message (or a reminder in a user message)
-	// that stays in the history, and its end in a later one: the last of them decides.
-	for i, m := range msgs {
-		if m.Role == RoleAssistant {
-			continue
-		}
-		if p.msgs[i].marks&markPlanMode != 0 {
-			p.out.PlanMode = true
-		}
-		if p.msgs[i].marks&markPlanExit != 0 {
-			p.out.PlanMode = false
 		}
 	}
 	if last >= 0 {
@@ -954,20 +943,10 @@ func turnOpener(msgs []Message) int {
 	return -1
 }
 
-// lastAssistant returns the index of the last assistant message, -1 when there is none.
-func lastAssistant(msgs []Message) int {
+// lastOf returns the index of the last message of one of the roles in, -1 when there is none.
+func lastOf(msgs []Message, in ...Role) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == RoleAssistant {
-			return i
-		}
-	}
-	return -1
-}
-
-// lastSpoken returns the index of the last user or assistant message, -1 when there is none.
-func lastSpoken(msgs []Message) int {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if r := msgs[i].Role; r == RoleUser || r == RoleAssistant {
+		if slices.Contains(in, msgs[i].Role) {
 			return i
 		}
 	}

@@ -414,10 +414,10 @@ func restorePast(msgs []Message, texts []messageText, past []pastMessage) {
 func (p *bodyParser) needFrom(e *bodyEntry) int {
 	msgs := p.out.Messages
 	need := p.restored
-	if last := lastSpoken(msgs); last >= 0 {
+	if last := lastOf(msgs, RoleUser, RoleAssistant); last >= 0 {
 		need = min(need, last)
 	}
-	for i := max(lastAssistant(msgs), 0); i < need; i++ {
+	for i := max(lastOf(msgs, RoleAssistant), 0); i < need; i++ {
 		if e.past[i].hasTools() {
 			return i
 		}
