@@ -37,6 +37,8 @@ type DB struct {
 	kind Kind
 	// where names the store in logs, without a password.
 	where string
+	// writes are Write's statements, prepared once.
+	writes writeStmts
 }
 
 // memorySeq names each in-memory database apart: two in one process must not share one.
@@ -80,7 +82,11 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		s.SetMaxOpenConns(2)
 		db = &DB{sql: s, kind: KindSQLite, where: dsn}
 	}
-	if err := db.migrate(ctx); err != nil {
+	err := db.migrate(ctx)
+	if err == nil {
+		err = db.prepare(ctx)
+	}
+	if err != nil {
 		db.sql.Close()
 		return nil, fmt.Errorf("opening history %s: %w", db.where, err)
 	}

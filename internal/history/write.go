@@ -44,99 +44,16 @@ func modelList(models []string) string {
 	return " " + strings.Join(models, " ") + " "
 }
 
-// Write writes b in one transaction.
-func (db *DB) Write(ctx context.Context, b *Batch) error {
-	tx, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("writing history: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
-	for i := range b.Turns {
-		if err := db.writeTurn(ctx, tx, &b.Turns[i]); err != nil {
-			return fmt.Errorf("writing turn %s: %w", b.Turns[i].TraceID, err)
-		}
-	}
-	for _, r := range b.Readings {
-		_, err := tx.ExecContext(ctx, db.bind(`INSERT INTO limit_readings (account, window_name, at_ms, utilization, reset_ms, status)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account, window_name, at_ms) DO NOTHING`),
-			r.Account, r.Window, ms(r.At), r.Utilization, ms(r.Reset), r.Status)
-		if err != nil {
-			return fmt.Errorf("writing a limit reading: %w", err)
-		}
-	}
-	for _, s := range b.Shares {
-		_, err := tx.ExecContext(ctx, db.bind(`INSERT INTO limit_shares (trace_id, window_name, session_id, account, user_name, growth, last_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (trace_id, window_name, session_id) DO UPDATE SET
-				growth = limit_shares.growth + excluded.growth, last_ms = excluded.last_ms`),
-			s.TraceID, s.Window, s.SessionID, s.Account, s.User, s.Growth, ms(s.At))
-		if err != nil {
-			return fmt.Errorf("writing a limit share: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("writing history: %w", err)
-	}
-	return nil
-}
-
-// writeTurn writes an ended turn, its requests, and adds it to its session's totals. A turn
-// written again (the same trace and start) replaces the first and adds nothing twice.
-func (db *DB) writeTurn(ctx context.Context, tx *sql.Tx, t *summary.Turn) error {
-	spans, err := json.Marshal(t.Spans)
-	if err != nil {
-		return err
-	}
-	bare := *t
-	bare.Spans = nil
-	turn, err := json.Marshal(&bare)
-	if err != nil {
-		return err
-	}
-	end := t.Start
-	if t.End != nil {
-		end = *t.End
-	}
-	res, err := tx.ExecContext(ctx, db.bind(`INSERT INTO turns (trace_id, start_ms, end_ms, session_id, user_name, team, project, models, root, outcome, cost_usd, turn, spans)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id, start_ms) DO NOTHING`),
-		t.TraceID, ms(t.Start), ms(end), t.SessionID, t.User, t.Team, t.Project, modelList(t.Models), t.Root, t.Outcome, t.Cost, string(turn), string(spans))
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return nil // written before: its session has it already
-	}
-	for _, r := range t.Spans {
-		if r.Kind != "chat" {
-			continue
-		}
-		var u struct{ in, out, cr, cw int }
-		if r.Tokens != nil {
-			u.in, u.out, u.cr, u.cw = r.Tokens.InputTokens, r.Tokens.OutputTokens, r.Tokens.CacheReadInputTokens, r.Tokens.CacheCreationInputTokens
-		}
-		rend := r.Start
-		if r.End != nil {
-			rend = *r.End
-		}
-		_, err := tx.ExecContext(ctx, db.bind(`INSERT INTO requests (trace_id, span_id, session_id, start_ms, end_ms, model, kind, attempt, http_status, stop_reason,
+// The statements a Write runs, prepared once per connection (DB.prepare): SQLite would
+// otherwise parse each anew for every record, and parsing the session upsert costs more than
+// running it.
+const (
+	insertTurn = `INSERT INTO turns (trace_id, start_ms, end_ms, session_id, user_name, team, project, models, root, outcome, cost_usd, turn, spans)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id, start_ms) DO NOTHING`
+	insertRequest = `INSERT INTO requests (trace_id, span_id, session_id, start_ms, end_ms, model, kind, attempt, http_status, stop_reason,
 			input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id, span_id) DO NOTHING`),
-			t.TraceID, r.SpanID, t.SessionID, ms(r.Start), ms(rend), r.Model, r.Request, r.Attempt, r.StatusCode, r.StopReason,
-			u.in, u.out, u.cr, u.cw, r.Cost)
-		if err != nil {
-			return err
-		}
-	}
-	turns, compactions := 0, 0
-	if t.Root == "turn" && t.Outcome != "handed_off" {
-		// A part of a turn this replica handed off is counted by the replica that ended it.
-		turns = 1
-	}
-	if t.Compacted != "" {
-		compactions = 1
-	}
-	u := t.Usage
-	_, err = tx.ExecContext(ctx, db.bind(`INSERT INTO sessions (session_id, first_ms, last_ms, user_name, team, project, turns, compactions,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id, span_id) DO NOTHING`
+	upsertSession = `INSERT INTO sessions (session_id, first_ms, last_ms, user_name, team, project, turns, compactions,
 		requests, retries, tool_calls, tool_errors, subagents, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens,
 		cache_creation_5m_tokens, cache_creation_1h_tokens, cost_usd, unpriced)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -160,7 +77,137 @@ func (db *DB) writeTurn(ctx context.Context, tx *sql.Tx, t *summary.Turn) error 
 			cache_creation_5m_tokens = sessions.cache_creation_5m_tokens + excluded.cache_creation_5m_tokens,
 			cache_creation_1h_tokens = sessions.cache_creation_1h_tokens + excluded.cache_creation_1h_tokens,
 			cost_usd = sessions.cost_usd + excluded.cost_usd,
-			unpriced = sessions.unpriced + excluded.unpriced`),
+			unpriced = sessions.unpriced + excluded.unpriced`
+	insertReading = `INSERT INTO limit_readings (account, window_name, at_ms, utilization, reset_ms, status)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account, window_name, at_ms) DO NOTHING`
+	upsertShare = `INSERT INTO limit_shares (trace_id, window_name, session_id, account, user_name, growth, last_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (trace_id, window_name, session_id) DO UPDATE SET
+				growth = limit_shares.growth + excluded.growth, last_ms = excluded.last_ms`
+)
+
+// writeStmts are the statements a Write runs, prepared when the store is opened.
+type writeStmts struct {
+	turn, request, session, reading, share *sql.Stmt
+}
+
+// prepare prepares the statements a Write runs.
+func (db *DB) prepare(ctx context.Context) error {
+	for _, s := range []struct {
+		to  **sql.Stmt
+		sql string
+	}{
+		{&db.writes.turn, insertTurn},
+		{&db.writes.request, insertRequest},
+		{&db.writes.session, upsertSession},
+		{&db.writes.reading, insertReading},
+		{&db.writes.share, upsertShare},
+	} {
+		stmt, err := db.sql.PrepareContext(ctx, db.bind(s.sql))
+		if err != nil {
+			return fmt.Errorf("preparing the history's writes: %w", err)
+		}
+		*s.to = stmt
+	}
+	return nil
+}
+
+// txWrites are a DB's writeStmts in one transaction.
+type txWrites writeStmts
+
+func (w *writeStmts) in(ctx context.Context, tx *sql.Tx) *txWrites {
+	return &txWrites{
+		turn:    tx.StmtContext(ctx, w.turn),
+		request: tx.StmtContext(ctx, w.request),
+		session: tx.StmtContext(ctx, w.session),
+		reading: tx.StmtContext(ctx, w.reading),
+		share:   tx.StmtContext(ctx, w.share),
+	}
+}
+
+// Write writes b in one transaction.
+func (db *DB) Write(ctx context.Context, b *Batch) error {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("writing history: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op; it closes the statements too
+	w := db.writes.in(ctx, tx)
+	for i := range b.Turns {
+		if err := w.writeTurn(ctx, &b.Turns[i]); err != nil {
+			return fmt.Errorf("writing turn %s: %w", b.Turns[i].TraceID, err)
+		}
+	}
+	for _, r := range b.Readings {
+		if _, err := w.reading.ExecContext(ctx, r.Account, r.Window, ms(r.At), r.Utilization, ms(r.Reset), r.Status); err != nil {
+			return fmt.Errorf("writing a limit reading: %w", err)
+		}
+	}
+	for _, s := range b.Shares {
+		if _, err := w.share.ExecContext(ctx, s.TraceID, s.Window, s.SessionID, s.Account, s.User, s.Growth, ms(s.At)); err != nil {
+			return fmt.Errorf("writing a limit share: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("writing history: %w", err)
+	}
+	return nil
+}
+
+// writeTurn writes an ended turn, its requests, and adds it to its session's totals. A turn
+// written again (the same trace and start) replaces the first and adds nothing twice.
+func (w *txWrites) writeTurn(ctx context.Context, t *summary.Turn) error {
+	spans, err := json.Marshal(t.Spans)
+	if err != nil {
+		return err
+	}
+	bare := *t
+	bare.Spans = nil
+	turn, err := json.Marshal(&bare)
+	if err != nil {
+		return err
+	}
+	end := t.Start
+	if t.End != nil {
+		end = *t.End
+	}
+	res, err := w.turn.ExecContext(ctx,
+		t.TraceID, ms(t.Start), ms(end), t.SessionID, t.User, t.Team, t.Project, modelList(t.Models), t.Root, t.Outcome, t.Cost, string(turn), string(spans))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return nil // written before: its session has it already
+	}
+	for _, r := range t.Spans {
+		if r.Kind != "chat" {
+			continue
+		}
+		var u struct{ in, out, cr, cw int }
+		if r.Tokens != nil {
+			u.in, u.out, u.cr, u.cw = r.Tokens.InputTokens, r.Tokens.OutputTokens, r.Tokens.CacheReadInputTokens, r.Tokens.CacheCreationInputTokens
+		}
+		rend := r.Start
+		if r.End != nil {
+			rend = *r.End
+		}
+		_, err := w.request.ExecContext(ctx,
+			t.TraceID, r.SpanID, t.SessionID, ms(r.Start), ms(rend), r.Model, r.Request, r.Attempt, r.StatusCode, r.StopReason,
+			u.in, u.out, u.cr, u.cw, r.Cost)
+		if err != nil {
+			return err
+		}
+	}
+	turns, compactions := 0, 0
+	if t.Root == "turn" && t.Outcome != "handed_off" {
+		// A part of a turn this replica handed off is counted by the replica that ended it.
+		turns = 1
+	}
+	if t.Compacted != "" {
+		compactions = 1
+	}
+	u := t.Usage
+	_, err = w.session.ExecContext(ctx,
 		t.SessionID, ms(t.Start), ms(end), t.User, t.Team, t.Project, turns, compactions,
 		t.Requests, t.Retries, t.ToolCalls, t.ToolErrors, t.Subagents,
 		u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.CacheCreation5m, u.CacheCreation1h, t.Cost, t.Unpriced)
