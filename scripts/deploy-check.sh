@@ -71,19 +71,7 @@ missing() {
 
 # --- tools ------------------------------------------------------------------------------------
 
-COMPOSE_VERSION=$(cd "$ROOT/tools/compose" && go list -m -f '{{.Version}}' github.com/docker/compose/v5)
-
-build_compose() {
-	local dir=$1
-	[ -x "$dir/docker-compose" ] && return 0
-	mkdir -p "$dir"
-	(cd "$ROOT/tools/compose" &&
-		go build -trimpath -ldflags "-s -w -X github.com/docker/compose/v5/internal.Version=$COMPOSE_VERSION" \
-			-o "$dir/docker-compose.tmp" github.com/docker/compose/v5/cmd) || return 1
-	mv -f "$dir/docker-compose.tmp" "$dir/docker-compose"
-}
-
-COMPOSE_BIN=""
+COMPOSE_BIN=${CCTRACE_COMPOSE_BIN:-}
 OTELCOL_BIN=${CCTRACE_OTELCOL_BIN:-}
 HELM_BIN=${CCTRACE_HELM_BIN:-}
 JAEGER_BIN=${CCTRACE_JAEGER_BIN:-}
@@ -92,13 +80,7 @@ PROMTOOL_BIN=${CCTRACE_PROMTOOL_BIN:-}
 ALERTMANAGER_BIN=${CCTRACE_ALERTMANAGER_BIN:-}
 AMTOOL_BIN=${CCTRACE_AMTOOL_BIN:-}
 
-install_compose() {
-	local dir="$CACHE/compose-$COMPOSE_VERSION"
-	tools_locked "compose-$COMPOSE_VERSION" build_compose "$dir" || return 1
-	COMPOSE_BIN="$dir/docker-compose"
-}
-
-# install_shared_tools takes the collector, helm, Jaeger, Prometheus and Alertmanager from
+# install_shared_tools takes docker compose, the collector, helm, Jaeger, Prometheus and Alertmanager from
 # scripts/tools.sh, the one place that pins and installs them for every check of the repo.
 install_shared_tools() {
 	local rc=0
@@ -106,6 +88,8 @@ install_shared_tools() {
 	tools_timed "jaeger" install_jaeger || rc=1
 	tools_timed "otelcol (ocb)" install_otelcol || rc=1
 	tools_timed "helm" install_helm || rc=1
+	tools_timed "docker compose" install_compose || rc=1
+	COMPOSE_BIN=${CCTRACE_COMPOSE_BIN:-}
 	OTELCOL_BIN=${CCTRACE_OTELCOL_BIN:-}
 	HELM_BIN=${CCTRACE_HELM_BIN:-}
 	JAEGER_BIN=${CCTRACE_JAEGER_BIN:-}
@@ -489,9 +473,8 @@ live_run() {
 # --- main -------------------------------------------------------------------------------------
 
 START=$(date +%s)
-step "build docker compose $COMPOSE_VERSION" install_compose
 if [ -f "$ROOT/scripts/tools.sh" ]; then
-	step "install the collector, helm, Jaeger, Prometheus, Alertmanager (scripts/tools.sh)" install_shared_tools
+	step "install docker compose, the collector, helm, Jaeger, Prometheus, Alertmanager (scripts/tools.sh)" install_shared_tools
 else
 	missing "scripts/tools.sh"
 fi

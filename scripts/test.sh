@@ -2,16 +2,18 @@
 # Runs every check and test of cctrace, installing what they need first (see scripts/tools.sh).
 #
 #   bash scripts/test.sh                 # all stages
-#   bash scripts/test.sh static unit     # only the named stages (tools always runs first)
+#   bash scripts/test.sh static unit     # only the named stages (tools and builds always run)
 #   bash scripts/test.sh -h              # this text
 #
-# Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
-# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (e2e/ and
-# internal/testkit/harness, against real Jaeger, Prometheus and Claude Code), deploy
-# (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, the Helm chart and
-# the team gateway's collector configs, and a live run of the stack without Docker), bench (every
-# benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
-# (except tools); the script exits non-zero if any failed.
+# Stages: tools (installs what is quick to have and starts building Jaeger, the collector and
+# helm), static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
+# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), builds (waits for the
+# builds tools started), e2e (e2e/ and internal/testkit/harness, against real Jaeger, Prometheus
+# and Claude Code), deploy (scripts/deploy-check.sh: the compose stack's configs, rules and
+# dashboards, the Helm chart and the team gateway's collector configs, and a live run of the
+# stack without Docker), bench (every benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
+# (except tools, and builds for the stages that need what it builds); the script exits non-zero
+# if any failed.
 #
 # Under CI=true an end-to-end test whose component is missing fails instead of skipping.
 set -euo pipefail
@@ -165,21 +167,23 @@ esac
 SELECTED=("$@")
 for s in "${SELECTED[@]}"; do
 	case $s in
-	static | unit | fuzz | e2e | deploy | bench | tools) ;;
+	static | unit | fuzz | e2e | deploy | bench | tools | builds) ;;
 	*)
-		echo "unknown stage $s (want: tools static unit fuzz e2e deploy bench)" >&2
+		echo "unknown stage $s (want: tools static unit fuzz builds e2e deploy bench)" >&2
 		exit 2
 		;;
 	esac
 done
-if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools); fi
+if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools builds); fi
 
 go version
 # install_all installs the shared tools (scripts/tools.sh: nginx for the replica test and the
 # benchmark among them), the browser of the turns page test and tmux for the interactive Claude
-# Code test.
+# Code test, and starts the slow builds (Jaeger, the collector, helm), which only the e2e, deploy
+# and bench stages need: the static, unit and fuzz stages run while they compile, and the builds
+# stage waits for them.
 install_all() {
-	install_tools || return
+	install_tools_begin || return
 	local exports
 	exports=$(bash scripts/ui-test-deps.sh) || return
 	eval "$exports"
@@ -189,25 +193,34 @@ install_all() {
 	fi
 }
 
+# await_builds waits for the slow builds install_all started and prints every tool's version.
+await_builds() {
+	install_tools_end || return
+	printf 'jaeger %s\n' "$("$CCTRACE_JAEGER_BIN" version 2>/dev/null)"
+	"$CCTRACE_OTELCOL_BIN" --version
+	"$CCTRACE_HELM_BIN" version --short
+	"$CCTRACE_NGINX_BIN" -v
+	"$CCTRACE_POSTGRES_BIN" --version
+	"$CCTRACE_PROMETHEUS_BIN" --version 2>&1 | head -n 1
+	"$CCTRACE_CLAUDE_BIN" --version
+	"$CCTRACE_STATICCHECK_BIN" -version
+}
+
 stage tools install_all || {
 	echo "cannot run the checks without their tools" >&2
 	exit 1
 }
-printf 'jaeger %s\n' "$("$CCTRACE_JAEGER_BIN" version 2>/dev/null)"
-"$CCTRACE_OTELCOL_BIN" --version
-"$CCTRACE_HELM_BIN" version --short
-"$CCTRACE_NGINX_BIN" -v
-"$CCTRACE_POSTGRES_BIN" --version
-"$CCTRACE_PROMETHEUS_BIN" --version 2>&1 | head -n 1
-"$CCTRACE_CLAUDE_BIN" --version
-"$CCTRACE_STATICCHECK_BIN" -version
 
 stage static run_static || true
 stage unit run_unit || true
 stage fuzz run_fuzz || true
-stage e2e run_e2e || true
-stage deploy run_deploy || true
-stage bench run_bench || true
+if stage builds await_builds; then
+	stage e2e run_e2e || true
+	stage deploy run_deploy || true
+	stage bench run_bench || true
+else
+	echo "the e2e, deploy and bench stages cannot run without the tools they need" >&2
+fi
 
 printf '\n==> summary (total %ds)\n' "$(($(date +%s) - RUN_START))"
 printf '%s\n' "${SUMMARY[@]}"

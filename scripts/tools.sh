@@ -10,6 +10,7 @@
 #   CCTRACE_STATICCHECK_BIN   staticcheck           (honnef.co/go/tools)
 #   CCTRACE_OTELCOL_BIN       OpenTelemetry Collector built by ocb from tools/otelcol/manifest.yaml
 #   CCTRACE_HELM_BIN          helm, built from the Go module proxy (tools/helm)
+#   CCTRACE_COMPOSE_BIN       docker compose, built from the Go module proxy (tools/compose)
 #   CCTRACE_NGINX_BIN         nginx                 (Debian package nginx-light)
 #   CCTRACE_POSTGRES_BIN      the PostgreSQL server (Debian package postgresql; initdb beside it)
 # A variable that is already set to an executable is kept as it is.
@@ -28,7 +29,7 @@ STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, the first line that supports 
 # CCTRACE_TOOL_VARS lists the variables install_tools exports.
 CCTRACE_TOOL_VARS="CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN
 CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN CCTRACE_HELM_BIN CCTRACE_NGINX_BIN
-CCTRACE_POSTGRES_BIN"
+CCTRACE_POSTGRES_BIN CCTRACE_COMPOSE_BIN"
 
 tools_log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -288,6 +289,39 @@ install_helm() {
 	CCTRACE_HELM_BIN="$dir/helm"
 }
 
+# --- docker compose ---------------------------------------------------------------------------
+# Only its `config` command runs (scripts/deploy-check.sh): it validates deploy/docker-compose.yml
+# as Docker would, without a Docker engine.
+
+compose_version() {
+	(cd "$CCTRACE_ROOT/tools/compose" && go list -m -f '{{.Version}}' github.com/docker/compose/v5)
+}
+
+build_compose() {
+	local version=$1 dir=$2
+	[ -x "$dir/docker-compose" ] && return 0
+	mkdir -p "$dir"
+	tools_log "building docker compose $version"
+	(
+		cd "$CCTRACE_ROOT/tools/compose" &&
+			go build -trimpath -ldflags "-s -w -X github.com/docker/compose/v5/internal.Version=$version" \
+				-o "$dir/docker-compose.tmp" github.com/docker/compose/v5/cmd
+	) || return 1
+	mv -f "$dir/docker-compose.tmp" "$dir/docker-compose"
+}
+
+install_compose() {
+	tools_executable "${CCTRACE_COMPOSE_BIN:-}" && return 0
+	local version dir
+	version=$(compose_version) || {
+		tools_log "cannot read the docker compose version from tools/compose/go.mod"
+		return 1
+	}
+	dir="$CCTRACE_CACHE/compose-$version"
+	tools_locked "compose-$version" build_compose "$version" "$dir" || return 1
+	CCTRACE_COMPOSE_BIN="$dir/docker-compose"
+}
+
 # --- all --------------------------------------------------------------------------------------
 
 # tools_builds_pid and tools_builds_log are install_tools' background builds while they run;
@@ -319,11 +353,25 @@ tools_interrupted() {
 	exit "$1"
 }
 
-# install_tools installs everything, building Jaeger, the collector and helm in the background
+# install_tools installs everything, building Jaeger, the collector, helm and compose in the background
 # meanwhile (one after another: each build alone keeps both cores busy), and exports the
 # CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
 install_tools() {
-	local failed=0
+	local rc=0
+	install_tools_begin || rc=1
+	install_tools_end || rc=1
+	return $rc
+}
+
+# tools_failed is what install_tools_begin could not install, for install_tools_end to report.
+tools_failed=0
+
+# install_tools_begin starts the slow builds (Jaeger, the collector, helm, compose) in the background and
+# installs the other tools meanwhile; install_tools_end waits for the builds. A caller may run
+# what does not need the built tools in between (scripts/test.sh runs its static, unit and fuzz
+# stages), so that a cold machine's long compiles overlap work that often waits on other things. It returns non-zero if a tool it installs could not be had.
+install_tools_begin() {
+	tools_failed=0
 	tools_builds_log=$(mktemp)
 	tools_saved_traps=$(trap -p INT TERM EXIT)
 	# The builds run in a subshell; they report their paths through the cache, read below. Job
@@ -335,6 +383,7 @@ install_tools() {
 		tools_timed "jaeger" install_jaeger || rc=1
 		tools_timed "otelcol (ocb)" install_otelcol || rc=1
 		tools_timed "helm" install_helm || rc=1
+		tools_timed "docker compose" install_compose || rc=1
 		exit $rc
 	) </dev/null >"$tools_builds_log" 2>&1 &
 	tools_builds_pid=$!
@@ -342,10 +391,21 @@ install_tools() {
 	trap 'tools_interrupted 130' INT
 	trap 'tools_interrupted 143' TERM
 	trap 'tools_stop_builds' EXIT
-	tools_timed "prometheus+alertmanager+nginx+postgresql (apt)" install_prometheus || failed=1
-	tools_timed "claude code (npm)" install_claude || failed=1
-	tools_timed "staticcheck" install_staticcheck || failed=1
-	wait "$tools_builds_pid" || failed=1
+	tools_timed "prometheus+alertmanager+nginx+postgresql (apt)" install_prometheus || tools_failed=1
+	tools_timed "claude code (npm)" install_claude || tools_failed=1
+	tools_timed "staticcheck" install_staticcheck || tools_failed=1
+	export CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN CCTRACE_AMTOOL_BIN \
+		CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_NGINX_BIN CCTRACE_POSTGRES_BIN
+	return $tools_failed
+}
+
+# install_tools_end waits for the builds install_tools_begin started, exports every
+# CCTRACE_*_BIN variable and logs them. It returns non-zero if any tool could not be had.
+install_tools_end() {
+	local failed=$tools_failed
+	if [ -z "$tools_builds_pid" ] || ! wait "$tools_builds_pid"; then
+		failed=1
+	fi
 	tools_builds_pid=''
 	tools_end_builds_traps
 	cat "$tools_builds_log" >&2
@@ -365,9 +425,14 @@ install_tools() {
 		version=$(helm_version) && CCTRACE_HELM_BIN="$CCTRACE_CACHE/helm-$version/helm"
 		tools_executable "$CCTRACE_HELM_BIN" || failed=1
 	fi
+	if ! tools_executable "${CCTRACE_COMPOSE_BIN:-}"; then
+		local version
+		version=$(compose_version) && CCTRACE_COMPOSE_BIN="$CCTRACE_CACHE/compose-$version/docker-compose"
+		tools_executable "$CCTRACE_COMPOSE_BIN" || failed=1
+	fi
 	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
 		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN \
-		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN CCTRACE_POSTGRES_BIN
+		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN CCTRACE_POSTGRES_BIN CCTRACE_COMPOSE_BIN
 	local v
 	for v in $CCTRACE_TOOL_VARS; do
 		tools_log "$v=${!v:-(missing)}"

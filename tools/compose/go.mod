@@ -1,5 +1,6 @@
-// Module compose pins the docker compose CLI plugin that scripts/deploy-check.sh builds to run
-// `docker compose config -q` on deploy/docker-compose.yml without a Docker engine.
+// Module compose pins the docker compose CLI plugin that scripts/tools.sh builds, for
+// scripts/deploy-check.sh to run `docker compose config -q` on deploy/docker-compose.yml
+// without a Docker engine.
 module github.com/cctrace/cctrace/tools/compose
 
 go 1.26.8
