@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -261,11 +262,9 @@ func (p *bodyParser) member(name []byte) {
 func (p *bodyParser) messages() {
 	r := &p.r
 	p.messagesSeen++
-	if r.kind() != '[' {
-		r.skip()
+	if !r.open('[') {
 		return
 	}
-	r.token()
 	p.messagesStart = r.offset() - 1
 	p.a.startMessages()
 	if p.track {
@@ -420,10 +419,7 @@ func (p *bodyParser) cacheControl() (marked bool, ttl string) {
 	}
 	p.out.CacheBreakpoints++
 	r.member("ttl", func() { ttl = r.text() })
-	if ttl == "" {
-		ttl = "5m"
-	}
-	return true, ttl
+	return true, cmp.Or(ttl, "5m")
 }
 
 func (p *bodyParser) tools() {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"cmp"
 	"container/list"
 	"fmt"
 	"slices"
@@ -263,9 +264,7 @@ func (c *BodyCache) DecodeRequest(req *Request, body []byte) error {
 		return err
 	}
 	// Vertex AI and Bedrock name the model in the path, and Bedrock streaming in it too.
-	if b.Model == "" {
-		b.Model = req.PathModel
-	}
+	b.Model = cmp.Or(b.Model, req.PathModel)
 	if req.PathStream {
 		b.Stream = true
 	}

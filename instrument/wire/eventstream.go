@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -101,11 +102,7 @@ func (d *streamDecoder) writeFrames(p []byte, now time.Time) {
 		buf = buf[total:]
 	}
 	// Keep what is left of a frame for the next chunk, in pending's own array.
-	if len(buf) == 0 {
-		f.pending = f.pending[:0]
-	} else {
-		f.pending = append(f.pending[:0], buf...)
-	}
+	f.pending = append(f.pending[:0], buf...)
 	if cap(f.pending) > 64<<10 && len(f.pending) == 0 {
 		f.pending = nil // do not hold a large frame's buffer for the rest of the stream
 	}
@@ -131,11 +128,8 @@ func (d *streamDecoder) handleFrame(msg eventstream.Message, now time.Time) {
 			f.event = nil // do not hold a large event's buffer for the rest of the stream
 		}
 	case "exception":
-		d.errType = headerString(msg.Headers, ":exception-type")
+		d.errType = cmp.Or(headerString(msg.Headers, ":exception-type"), "exception")
 		_, d.errMessage = decodeError(&d.t, msg.Payload)
-		if d.errType == "" {
-			d.errType = "exception"
-		}
 	case "error":
 		d.errType = headerString(msg.Headers, ":error-code")
 		d.errMessage = truncate(headerString(msg.Headers, ":error-message"), PreviewLimit)

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -830,10 +831,7 @@ func decodeError(r *tokens, raw []byte) (typ, message string) {
 			r.skip()
 		}
 	})
-	if typ == "" {
-		typ = status
-	}
-	return typ, message
+	return cmp.Or(typ, status), message
 }
 
 // DecodeResponse decodes a complete response body, as forwarded, per resp.ContentType,

@@ -171,13 +171,17 @@ func (t *tokens) name() []byte { return unquoteBytes(t.value()) }
 
 // object reads an object, calling fn with each member's name; fn must consume the member's
 // value (read it or skip it). Any other value is skipped and object returns false.
-func (t *tokens) object(fn func(name []byte)) bool {
-	if t.kind() != '{' {
+func (t *tokens) object(fn func(name []byte)) bool { return t.open('{') && t.members(fn) }
+
+// open reads the opening delimiter k of a value, and reports whether it was one; any other value
+// is skipped.
+func (t *tokens) open(k jsontext.Kind) bool {
+	if t.kind() != k {
 		t.skip()
 		return false
 	}
 	t.token()
-	return t.members(fn)
+	return true
 }
 
 // members reads the members of an object whose opening brace was read, through its closing
@@ -209,14 +213,7 @@ func (t *tokens) member(want string, read func()) bool {
 
 // array reads an array, calling fn for each element, which fn must consume. Any other value is
 // skipped and array returns false.
-func (t *tokens) array(fn func()) bool {
-	if t.kind() != '[' {
-		t.skip()
-		return false
-	}
-	t.token()
-	return t.elements(fn)
-}
+func (t *tokens) array(fn func()) bool { return t.open('[') && t.elements(fn) }
 
 // elements reads the elements of an array whose opening bracket was read, through its closing
 // bracket, as array does.
@@ -252,14 +249,8 @@ func (t *tokens) end() error {
 // unquote decodes a raw JSON string (quotes included) that the decoder validated, as
 // encoding/json does: invalid UTF-8 and lone surrogates become U+FFFD.
 func unquote(raw []byte) string {
-	if len(raw) < 2 {
-		return ""
-	}
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1])
-	}
-	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw)
-	return string(b)
+	var buf []byte
+	return string(decoded(raw, &buf))
 }
 
 // unquoteBytes decodes a raw JSON string (quotes included) that the decoder validated; one
