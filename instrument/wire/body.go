@@ -367,12 +367,12 @@ func (p *bodyParser) system() {
 				}
 				hashMember(&a.blockHash, name, r.src[from:r.offset()])
 			})
-			hash := a.blockHash.Sum64()
+			part, n := PartOther, 0
 			if string(blockType) == "text" && text != nil {
-				n := len(decoded(text, &p.buf))
+				n = len(decoded(text, &p.buf))
 				sys.Blocks++
 				sys.Bytes += n
-				part := PartAppendedPrompt
+				part = PartAppendedPrompt
 				switch {
 				case bytes.HasPrefix(text[1:], []byte(billingHeaderPrefix)):
 					part = PartBillingHeader
@@ -385,12 +385,9 @@ func (p *bodyParser) system() {
 				case !prompt:
 					part, prompt = PartSystemPrompt, true
 				}
-				a.add(SectionSystem, Part{Kind: part}, n, 1)
-				a.system = append(a.system, SystemHash{Part: part, Hash: hash})
-			} else {
-				a.add(SectionSystem, Part{Kind: PartOther}, 0, 1)
-				a.system = append(a.system, SystemHash{Part: PartOther, Hash: hash})
 			}
+			a.add(SectionSystem, Part{Kind: part}, n, 1)
+			a.system = append(a.system, SystemHash{Part: part, Hash: a.blockHash.Sum64()})
 			if marked {
 				a.breakpoint(SectionSystem, at, ttl)
 			}

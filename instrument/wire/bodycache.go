@@ -120,18 +120,13 @@ type pastMessage struct {
 
 // toPast compacts a decoded message and its text.
 func toPast(m *Message, t *messageText) pastMessage {
-	pm := pastMessage{blocks: m.Blocks, humanText: m.HumanText, marks: t.marks}
-	for i, r := range roles {
-		if m.Role == r {
-			pm.role = uint8(i)
-		}
+	return pastMessage{
+		blocks:    m.Blocks,
+		role:      uint8(max(slices.Index(roles[:], m.Role), 0)),
+		synthetic: uint8(max(slices.Index(syntheticKinds[:], m.Synthetic), 0)),
+		humanText: m.HumanText,
+		marks:     t.marks,
 	}
-	for i, k := range syntheticKinds {
-		if m.Synthetic == k {
-			pm.synthetic = uint8(i)
-		}
-	}
-	return pm
 }
 
 // message returns the message as finish leaves it when it comes before the last assistant
