@@ -130,9 +130,8 @@ func (s *scratch) keep(p *bodyParser, msgs []Message) {
 	}
 	if cap(p.buf) <= maxScratchBuf {
 		// Texts of this body are not kept past its decode.
-		s.buf = p.buf[:cap(p.buf)]
-		clear(s.buf)
-		s.buf = s.buf[:0]
+		clear(p.buf[:cap(p.buf)])
+		s.buf = p.buf[:0]
 	}
 }
 
