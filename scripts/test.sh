@@ -5,15 +5,15 @@
 #   bash scripts/test.sh static unit     # only the named stages (tools and builds always run)
 #   bash scripts/test.sh -h              # this text
 #
-# Stages: tools (installs what is quick to have and starts building Jaeger, the collector and
-# helm), static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
-# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), builds (waits for the
-# builds tools started), e2e (e2e/ and internal/testkit/harness, against real Jaeger, Prometheus
-# and Claude Code), deploy (scripts/deploy-check.sh: the compose stack's configs, rules and
-# dashboards, the Helm chart and the team gateway's collector configs, and a live run of the
-# stack without Docker), bench (every benchmark once, -short). Each stage is timed. A failing stage does not stop the later ones
-# (except tools, and builds for the stages that need what it builds); the script exits non-zero
-# if any failed.
+# Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
+# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), builds, e2e (e2e/ and
+# internal/testkit/harness, against real Jaeger, Prometheus and Claude Code), deploy
+# (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, the Helm chart and
+# the team gateway's collector configs, and a live run of the stack without Docker), bench (every
+# benchmark once, -short). tools installs what is quick to have and starts building Jaeger, the
+# collector, helm and compose in the background; builds waits for them. Each stage is timed. A
+# failing stage does not stop the later ones (except tools, and builds for the stages that need
+# what it builds); the script exits non-zero if any failed.
 #
 # Under CI=true an end-to-end test whose component is missing fails instead of skipping.
 set -euo pipefail
