@@ -80,8 +80,9 @@ PROMTOOL_BIN=${CCTRACE_PROMTOOL_BIN:-}
 ALERTMANAGER_BIN=${CCTRACE_ALERTMANAGER_BIN:-}
 AMTOOL_BIN=${CCTRACE_AMTOOL_BIN:-}
 
-# install_shared_tools takes docker compose, the collector, helm, Jaeger, Prometheus and Alertmanager from
-# scripts/tools.sh, the one place that pins and installs them for every check of the repo.
+# install_shared_tools takes docker compose, the collector, helm, Jaeger, Prometheus and
+# Alertmanager from scripts/tools.sh, the one place that pins and installs them for every check of
+# the repo.
 install_shared_tools() {
 	local rc=0
 	tools_timed "prometheus+alertmanager+nginx (apt)" install_prometheus || rc=1

@@ -179,9 +179,9 @@ if [ ${#SELECTED[@]} -gt 0 ]; then SELECTED+=(tools builds); fi
 go version
 # install_all installs the shared tools (scripts/tools.sh: nginx for the replica test and the
 # benchmark among them), the browser of the turns page test and tmux for the interactive Claude
-# Code test, and starts the slow builds (Jaeger, the collector, helm), which only the e2e, deploy
-# and bench stages need: the static, unit and fuzz stages run while they compile, and the builds
-# stage waits for them.
+# Code test, and starts the slow builds (Jaeger, the collector, helm, compose), which only the e2e,
+# deploy and bench stages need: the static, unit and fuzz stages run while they compile, and the
+# builds stage waits for them.
 install_all() {
 	install_tools_begin || return
 	local exports

@@ -353,9 +353,9 @@ tools_interrupted() {
 	exit "$1"
 }
 
-# install_tools installs everything, building Jaeger, the collector, helm and compose in the background
-# meanwhile (one after another: each build alone keeps both cores busy), and exports the
-# CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
+# install_tools installs everything, building Jaeger, the collector, helm and compose in the
+# background meanwhile (one after another: each build alone keeps both cores busy), and exports
+# the CCTRACE_*_BIN variables. It returns non-zero if any tool could not be had.
 install_tools() {
 	local rc=0
 	install_tools_begin || rc=1
@@ -366,10 +366,11 @@ install_tools() {
 # tools_failed is what install_tools_begin could not install, for install_tools_end to report.
 tools_failed=0
 
-# install_tools_begin starts the slow builds (Jaeger, the collector, helm, compose) in the background and
-# installs the other tools meanwhile; install_tools_end waits for the builds. A caller may run
-# what does not need the built tools in between (scripts/test.sh runs its static, unit and fuzz
-# stages), so that a cold machine's long compiles overlap work that often waits on other things. It returns non-zero if a tool it installs could not be had.
+# install_tools_begin starts the slow builds (Jaeger, the collector, helm, compose) in the
+# background and installs the other tools meanwhile; install_tools_end waits for the builds. A
+# caller may run what does not need the built tools in between (scripts/test.sh runs its static,
+# unit and fuzz stages), so that a cold machine's long compiles overlap work that often waits on
+# other things. It returns non-zero if a tool it installs could not be had.
 install_tools_begin() {
 	tools_failed=0
 	tools_builds_log=$(mktemp)
