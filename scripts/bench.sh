@@ -53,7 +53,7 @@ go build -o "$bin/bareproxy" ./internal/testkit/bench/bareproxy
 source scripts/tools.sh
 jaeger=${CCTRACE_JAEGER_BIN:-}
 if ! tools_executable "$jaeger"; then
-	jaeger="$CCTRACE_CACHE/jaeger-$(jaeger_version 2>/dev/null || echo unknown)/jaeger"
+	jaeger=$(go_tool_bin CCTRACE_JAEGER_BIN 2>/dev/null) || jaeger=
 fi
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 

@@ -57,46 +57,77 @@ tools_locked() {
 
 tools_executable() { [ -n "${1:-}" ] && [ -f "$1" ] && [ -x "$1" ]; }
 
-# --- Jaeger -----------------------------------------------------------------------------------
-# `go install github.com/jaegertracing/jaeger/cmd/jaeger@v…` is refused because Jaeger's go.mod
-# has a replace directive; tools/jaeger is a module that requires Jaeger, copies the replace,
-# and names cmd/jaeger as a tool. Its go.mod is the one place the version is pinned.
+# --- Tools built from the Go module proxy ----------------------------------------------------
+# Jaeger, helm and compose are each pinned by a module of their own under tools/ that requires
+# them and names the command as a tool; its go.mod is the one place the version is pinned.
+# (`go install …@version` is refused for Jaeger, whose go.mod has a replace directive, which
+# tools/jaeger copies.)
 
-jaeger_version() {
-	(cd "$CCTRACE_ROOT/tools/jaeger" && go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
+# go_tool_version DIR MODULE prints the version of MODULE that tools/DIR pins.
+go_tool_version() {
+	(cd "$CCTRACE_ROOT/tools/$1" && go list -m -f '{{.Version}}' "$2")
 }
 
-build_jaeger() {
-	local version=$1 dir=$2
-	[ -x "$dir/jaeger" ] && return 0
-	mkdir -p "$dir"
-	tools_log "building Jaeger $version (cold on 2 cores: 6 to 15 minutes)"
+# build_go_tool DIR PACKAGE VERSION_SYMBOL VERSION BIN builds PACKAGE from tools/DIR into BIN,
+# with VERSION stamped into VERSION_SYMBOL, unless BIN is there already.
+build_go_tool() {
+	local dir=$1 pkg=$2 symbol=$3 version=$4 bin=$5
+	[ -x "$bin" ] && return 0
+	mkdir -p "$(dirname "$bin")"
+	tools_log "building $(basename "$bin") $version"
 	(
-		cd "$CCTRACE_ROOT/tools/jaeger" &&
-			go build -trimpath \
-				-ldflags "-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$version" \
-				-o "$dir/jaeger.tmp" github.com/jaegertracing/jaeger/cmd/jaeger
+		cd "$CCTRACE_ROOT/tools/$dir" &&
+			go build -trimpath -ldflags "-s -w -X $symbol=$version" -o "$bin.tmp" "$pkg"
 	) || return 1
-	mv -f "$dir/jaeger.tmp" "$dir/jaeger"
+	mv -f "$bin.tmp" "$bin"
+}
+
+# GO_TOOLS: for each tool built from the Go module proxy, the variable that names it, its
+# directory under tools/, the module that pins it, its package, where its version is stamped,
+# and the name of its binary.
+GO_TOOLS="CCTRACE_JAEGER_BIN jaeger github.com/jaegertracing/jaeger github.com/jaegertracing/jaeger/cmd/jaeger github.com/jaegertracing/jaeger/internal/version.latestVersion jaeger
+CCTRACE_HELM_BIN helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm helm.sh/helm/v4/internal/version.version helm
+CCTRACE_COMPOSE_BIN compose github.com/docker/compose/v5 github.com/docker/compose/v5/cmd github.com/docker/compose/v5/internal.Version docker-compose"
+
+# go_tool VAR prints VAR's line of GO_TOOLS.
+go_tool() { grep "^$1 " <<<"$GO_TOOLS"; }
+
+# go_tool_bin VAR prints where the cache keeps VAR's tool at the version tools/ pins.
+go_tool_bin() {
+	local var dir module pkg symbol binary version
+	read -r var dir module pkg symbol binary <<<"$(go_tool "$1")"
+	version=$(go_tool_version "$dir" "$module") || return 1
+	printf '%s\n' "$CCTRACE_CACHE/$dir-$version/$binary"
+}
+
+# install_go_tool VAR builds VAR's tool into the cache (once a version) and sets VAR to it,
+# unless VAR already names an executable.
+install_go_tool() {
+	tools_executable "${!1:-}" && return 0
+	local var dir module pkg symbol binary version bin
+	read -r var dir module pkg symbol binary <<<"$(go_tool "$1")"
+	version=$(go_tool_version "$dir" "$module") || {
+		tools_log "cannot read the version of $module from tools/$dir/go.mod"
+		return 1
+	}
+	bin="$CCTRACE_CACHE/$dir-$version/$binary"
+	tools_locked "$dir-$version" build_go_tool "$dir" "$pkg" "$symbol" "$version" "$bin" || return 1
+	printf -v "$1" '%s' "$bin"
 }
 
 install_jaeger() {
-	if tools_executable "${CCTRACE_JAEGER_BIN:-}"; then
-		return 0
-	fi
-	local version dir
-	version=$(jaeger_version) || {
-		tools_log "cannot read the Jaeger version from tools/jaeger/go.mod"
+	install_go_tool CCTRACE_JAEGER_BIN || return 1
+	"$CCTRACE_JAEGER_BIN" version >/dev/null 2>&1 || {
+		tools_log "$CCTRACE_JAEGER_BIN does not run"
 		return 1
 	}
-	dir="$CCTRACE_CACHE/jaeger-$version"
-	tools_locked "jaeger-$version" build_jaeger "$version" "$dir" || return 1
-	"$dir/jaeger" version >/dev/null 2>&1 || {
-		tools_log "$dir/jaeger does not run"
-		return 1
-	}
-	CCTRACE_JAEGER_BIN="$dir/jaeger"
 }
+
+install_helm() { install_go_tool CCTRACE_HELM_BIN; }
+
+# Only compose's `config` command runs (scripts/deploy-check.sh): it validates
+# deploy/docker-compose.yml as Docker would, without a Docker engine.
+install_compose() { install_go_tool CCTRACE_COMPOSE_BIN; }
 
 # --- Prometheus, Alertmanager and nginx (Debian) ----------------------------------------------
 # The Debian packages enable and try to start services. Starting is refused here through
@@ -257,71 +288,6 @@ install_otelcol() {
 	CCTRACE_OTELCOL_BIN="$dir/otelcol-cctrace"
 }
 
-# --- Helm -------------------------------------------------------------------------------------
-# tools/helm names helm.sh/helm/v4/cmd/helm as a tool; its go.mod pins the version.
-
-helm_version() {
-	(cd "$CCTRACE_ROOT/tools/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
-}
-
-build_helm() {
-	local version=$1 dir=$2
-	[ -x "$dir/helm" ] && return 0
-	mkdir -p "$dir"
-	tools_log "building helm $version (cold on 2 cores: 3 to 8 minutes)"
-	(
-		cd "$CCTRACE_ROOT/tools/helm" &&
-			CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
-				-o "$dir/helm.tmp" helm.sh/helm/v4/cmd/helm
-	) || return 1
-	mv -f "$dir/helm.tmp" "$dir/helm"
-}
-
-install_helm() {
-	tools_executable "${CCTRACE_HELM_BIN:-}" && return 0
-	local version dir
-	version=$(helm_version) || {
-		tools_log "cannot read the helm version from tools/helm/go.mod"
-		return 1
-	}
-	dir="$CCTRACE_CACHE/helm-$version"
-	tools_locked "helm-$version" build_helm "$version" "$dir" || return 1
-	CCTRACE_HELM_BIN="$dir/helm"
-}
-
-# --- docker compose ---------------------------------------------------------------------------
-# Only its `config` command runs (scripts/deploy-check.sh): it validates deploy/docker-compose.yml
-# as Docker would, without a Docker engine.
-
-compose_version() {
-	(cd "$CCTRACE_ROOT/tools/compose" && go list -m -f '{{.Version}}' github.com/docker/compose/v5)
-}
-
-build_compose() {
-	local version=$1 dir=$2
-	[ -x "$dir/docker-compose" ] && return 0
-	mkdir -p "$dir"
-	tools_log "building docker compose $version"
-	(
-		cd "$CCTRACE_ROOT/tools/compose" &&
-			go build -trimpath -ldflags "-s -w -X github.com/docker/compose/v5/internal.Version=$version" \
-				-o "$dir/docker-compose.tmp" github.com/docker/compose/v5/cmd
-	) || return 1
-	mv -f "$dir/docker-compose.tmp" "$dir/docker-compose"
-}
-
-install_compose() {
-	tools_executable "${CCTRACE_COMPOSE_BIN:-}" && return 0
-	local version dir
-	version=$(compose_version) || {
-		tools_log "cannot read the docker compose version from tools/compose/go.mod"
-		return 1
-	}
-	dir="$CCTRACE_CACHE/compose-$version"
-	tools_locked "compose-$version" build_compose "$version" "$dir" || return 1
-	CCTRACE_COMPOSE_BIN="$dir/docker-compose"
-}
-
 # --- all --------------------------------------------------------------------------------------
 
 # tools_builds_pid and tools_builds_log are install_tools' background builds while they run;
@@ -411,25 +377,16 @@ install_tools_end() {
 	tools_end_builds_traps
 	cat "$tools_builds_log" >&2
 	rm -f "$tools_builds_log"
-	if ! tools_executable "${CCTRACE_JAEGER_BIN:-}"; then
-		local version
-		version=$(jaeger_version) && CCTRACE_JAEGER_BIN="$CCTRACE_CACHE/jaeger-$version/jaeger"
-		tools_executable "$CCTRACE_JAEGER_BIN" || failed=1
-	fi
+	# The builds ran in a subshell: their variables are found again in the cache.
+	local var
+	for var in CCTRACE_JAEGER_BIN CCTRACE_HELM_BIN CCTRACE_COMPOSE_BIN; do
+		tools_executable "${!var:-}" || printf -v "$var" '%s' "$(go_tool_bin "$var")"
+		tools_executable "${!var}" || failed=1
+	done
 	if ! tools_executable "${CCTRACE_OTELCOL_BIN:-}"; then
 		local dir
 		dir=$(otelcol_dir) && CCTRACE_OTELCOL_BIN="$dir/otelcol-cctrace"
 		tools_executable "$CCTRACE_OTELCOL_BIN" || failed=1
-	fi
-	if ! tools_executable "${CCTRACE_HELM_BIN:-}"; then
-		local version
-		version=$(helm_version) && CCTRACE_HELM_BIN="$CCTRACE_CACHE/helm-$version/helm"
-		tools_executable "$CCTRACE_HELM_BIN" || failed=1
-	fi
-	if ! tools_executable "${CCTRACE_COMPOSE_BIN:-}"; then
-		local version
-		version=$(compose_version) && CCTRACE_COMPOSE_BIN="$CCTRACE_CACHE/compose-$version/docker-compose"
-		tools_executable "$CCTRACE_COMPOSE_BIN" || failed=1
 	fi
 	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
 		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN \
