@@ -6,14 +6,15 @@
 #   bash scripts/test.sh -h              # this text
 #
 # Stages: tools, static (gofmt, go vet, staticcheck), unit (go test -race, all packages but the
-# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), builds, e2e (e2e/ and
-# internal/testkit/harness, against real Jaeger, Prometheus and Claude Code), deploy
+# end-to-end ones), fuzz (every Fuzz* target for FUZZTIME, default 10s), e2e (e2e/ and
+# internal/testkit/harness, against real Jaeger, Prometheus and Claude Code), builds, deploy
 # (scripts/deploy-check.sh: the compose stack's configs, rules and dashboards, the Helm chart and
 # the team gateway's collector configs, and a live run of the stack without Docker), bench (every
 # benchmark once, -short). tools installs what is quick to have and starts building Jaeger, the
-# collector, helm and compose in the background; builds waits for them. Each stage is timed. A
-# failing stage does not stop the later ones (except tools, and builds for the stages that need
-# what it builds); the script exits non-zero if any failed.
+# collector, helm and compose in the background, at the lowest CPU priority; e2e first waits for
+# Jaeger and the collector, builds for all four. Each stage is timed. A failing stage does not
+# stop the later ones (except tools, and builds for the stages that need what it builds); the
+# script exits non-zero if any failed.
 #
 # Under CI=true an end-to-end test whose component is missing fails instead of skipping.
 set -euo pipefail
@@ -135,7 +136,13 @@ run_fuzz() {
 }
 
 run_e2e() {
-	local pkgs
+	local pkgs start=$SECONDS
+	# On a cold machine the builds are still going; helm and compose go on beside the tests.
+	install_tools_await CCTRACE_JAEGER_BIN CCTRACE_OTELCOL_BIN || {
+		echo "the end-to-end tests cannot run without Jaeger and the collector" >&2
+		return 1
+	}
+	echo "Jaeger and the collector were there after $((SECONDS - start))s"
 	pkgs=$(e2e_packages)
 	if [ -z "$pkgs" ]; then
 		echo "no end-to-end packages found"
@@ -169,7 +176,7 @@ for s in "${SELECTED[@]}"; do
 	case $s in
 	static | unit | fuzz | e2e | deploy | bench | tools | builds) ;;
 	*)
-		echo "unknown stage $s (want: tools static unit fuzz builds e2e deploy bench)" >&2
+		echo "unknown stage $s (want: tools static unit fuzz e2e builds deploy bench)" >&2
 		exit 2
 		;;
 	esac
@@ -180,8 +187,8 @@ go version
 # install_all installs the shared tools (scripts/tools.sh: nginx for the replica test and the
 # benchmark among them), the browser of the turns page test and tmux for the interactive Claude
 # Code test, and starts the slow builds (Jaeger, the collector, helm, compose), which only the e2e,
-# deploy and bench stages need: the static, unit and fuzz stages run while they compile, and the
-# builds stage waits for them.
+# deploy and bench stages need: the static, unit and fuzz stages run while they compile, the e2e
+# stage waits for Jaeger and the collector, and the builds stage for all of them.
 install_all() {
 	install_tools_begin || return
 	local exports
@@ -214,12 +221,12 @@ stage tools install_all || {
 stage static run_static || true
 stage unit run_unit || true
 stage fuzz run_fuzz || true
+stage e2e run_e2e || true
 if stage builds await_builds; then
-	stage e2e run_e2e || true
 	stage deploy run_deploy || true
 	stage bench run_bench || true
 else
-	echo "the e2e, deploy and bench stages cannot run without the tools they need" >&2
+	echo "the deploy and bench stages cannot run without the tools they need" >&2
 fi
 
 printf '\n==> summary (total %ds)\n' "$(($(date +%s) - RUN_START))"

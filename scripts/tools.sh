@@ -68,6 +68,15 @@ go_tool_version() {
 	(cd "$CCTRACE_ROOT/tools/$1" && go list -m -f '{{.Version}}' "$2")
 }
 
+# go_tool_build OUT PACKAGE [LDFLAGS...] is how every tool is compiled: stripped, and without
+# -trimpath, so that the packages a tool shares with cctrace (the standard library first) are
+# compiled once into Go's build cache for both.
+go_tool_build() {
+	local out=$1 pkg=$2
+	shift 2
+	go build -ldflags "-s -w $*" -o "$out" "$pkg"
+}
+
 # build_go_tool DIR PACKAGE VERSION_SYMBOL VERSION BIN builds PACKAGE from tools/DIR into BIN,
 # with VERSION stamped into VERSION_SYMBOL, unless BIN is there already.
 build_go_tool() {
@@ -75,10 +84,7 @@ build_go_tool() {
 	[ -x "$bin" ] && return 0
 	mkdir -p "$(dirname "$bin")"
 	tools_log "building $(basename "$bin") $version"
-	(
-		cd "$CCTRACE_ROOT/tools/$dir" &&
-			go build -trimpath -ldflags "-s -w -X $symbol=$version" -o "$bin.tmp" "$pkg"
-	) || return 1
+	(cd "$CCTRACE_ROOT/tools/$dir" && go_tool_build "$bin.tmp" "$pkg" -X "$symbol=$version") || return 1
 	mv -f "$bin.tmp" "$bin"
 }
 
@@ -270,7 +276,12 @@ build_otelcol() {
 	mkdir -p "$dir"
 	tools_log "building the OpenTelemetry Collector with ocb (cold on 2 cores: 10 to 20 minutes)"
 	sed "s#^  output_path: .*#  output_path: $dir/src#" "$CCTRACE_ROOT/tools/otelcol/manifest.yaml" >"$dir/manifest.yaml"
-	(cd "$CCTRACE_ROOT/tools/otelcol" && go tool builder --config "$dir/manifest.yaml") >"$dir/build.log" 2>&1 || {
+	# ocb writes the collector's module; go_tool_build compiles it as it does the other tools
+	# (ocb's own compile adds -trimpath, which would build the standard library apart).
+	{
+		(cd "$CCTRACE_ROOT/tools/otelcol" && go tool builder --skip-compilation --config "$dir/manifest.yaml") &&
+			(cd "$dir/src" && go_tool_build otelcol-cctrace .)
+	} >"$dir/build.log" 2>&1 || {
 		tail -20 "$dir/build.log" >&2
 		return 1
 	}
@@ -333,10 +344,11 @@ install_tools() {
 tools_failed=0
 
 # install_tools_begin starts the slow builds (Jaeger, the collector, helm, compose) in the
-# background and installs the other tools meanwhile; install_tools_end waits for the builds. A
-# caller may run what does not need the built tools in between (scripts/test.sh runs its static,
-# unit and fuzz stages), so that a cold machine's long compiles overlap work that often waits on
-# other things. It returns non-zero if a tool it installs could not be had.
+# background and installs the other tools meanwhile; install_tools_await waits for some of the
+# builds, install_tools_end for all. A caller may run what does not need the built tools in
+# between (scripts/test.sh runs its static, unit and fuzz stages, then its end-to-end tests once
+# Jaeger and the collector are there), so that a cold machine's long compiles overlap work that
+# often waits on other things. It returns non-zero if a tool it installs could not be had.
 install_tools_begin() {
 	tools_failed=0
 	tools_builds_log=$(mktemp)
@@ -346,6 +358,10 @@ install_tools_begin() {
 	# ignore SIGINT and outlive an interrupted install), which the traps kill whole.
 	set -m
 	(
+		# At the lowest priority the builds take only the CPU the stages running meanwhile leave
+		# idle: those stages end sooner, and the builds go on through the end-to-end tests, which
+		# mostly wait. Jaeger and the collector come first, as the end-to-end tests need them.
+		renice -n 19 -p "$BASHPID" >/dev/null || true
 		rc=0
 		tools_timed "jaeger" install_jaeger || rc=1
 		tools_timed "otelcol (ocb)" install_otelcol || rc=1
@@ -366,6 +382,38 @@ install_tools_begin() {
 	return $tools_failed
 }
 
+# tools_built_bin VAR prints where the cache keeps the tool a background build makes for VAR.
+tools_built_bin() {
+	if [ "$1" = CCTRACE_OTELCOL_BIN ]; then
+		local dir
+		dir=$(otelcol_dir) && printf '%s\n' "$dir/otelcol-cctrace"
+	else
+		go_tool_bin "$1"
+	fi
+}
+
+# install_tools_await VAR... waits until the builds install_tools_begin started have made the
+# tools named by VAR... (or have ended without them), and sets and exports each VAR. It returns
+# non-zero if one of them is missing.
+install_tools_await() {
+	local var bin failed=0
+	for var in "$@"; do
+		tools_executable "${!var:-}" && continue
+		bin=$(tools_built_bin "$var") || {
+			failed=1
+			continue
+		}
+		# Each build moves its binary into place whole once it is done.
+		while ! tools_executable "$bin" && [ -n "$tools_builds_pid" ] && kill -0 "$tools_builds_pid" 2>/dev/null; do
+			sleep 2
+		done
+		tools_executable "$bin" || failed=1
+		printf -v "$var" '%s' "$bin"
+		export "${var?}"
+	done
+	return $failed
+}
+
 # install_tools_end waits for the builds install_tools_begin started, exports every
 # CCTRACE_*_BIN variable and logs them. It returns non-zero if any tool could not be had.
 install_tools_end() {
@@ -378,16 +426,7 @@ install_tools_end() {
 	cat "$tools_builds_log" >&2
 	rm -f "$tools_builds_log"
 	# The builds ran in a subshell: their variables are found again in the cache.
-	local var
-	for var in CCTRACE_JAEGER_BIN CCTRACE_HELM_BIN CCTRACE_COMPOSE_BIN; do
-		tools_executable "${!var:-}" || printf -v "$var" '%s' "$(go_tool_bin "$var")"
-		tools_executable "${!var}" || failed=1
-	done
-	if ! tools_executable "${CCTRACE_OTELCOL_BIN:-}"; then
-		local dir
-		dir=$(otelcol_dir) && CCTRACE_OTELCOL_BIN="$dir/otelcol-cctrace"
-		tools_executable "$CCTRACE_OTELCOL_BIN" || failed=1
-	fi
+	install_tools_await CCTRACE_JAEGER_BIN CCTRACE_OTELCOL_BIN CCTRACE_HELM_BIN CCTRACE_COMPOSE_BIN || failed=1
 	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
 		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN \
 		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN CCTRACE_POSTGRES_BIN CCTRACE_COMPOSE_BIN
