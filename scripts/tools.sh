@@ -427,9 +427,8 @@ install_tools_end() {
 	rm -f "$tools_builds_log"
 	# The builds ran in a subshell: their variables are found again in the cache.
 	install_tools_await CCTRACE_JAEGER_BIN CCTRACE_OTELCOL_BIN CCTRACE_HELM_BIN CCTRACE_COMPOSE_BIN || failed=1
-	export CCTRACE_JAEGER_BIN CCTRACE_PROMETHEUS_BIN CCTRACE_PROMTOOL_BIN CCTRACE_ALERTMANAGER_BIN \
-		CCTRACE_AMTOOL_BIN CCTRACE_CLAUDE_BIN CCTRACE_STATICCHECK_BIN CCTRACE_OTELCOL_BIN \
-		CCTRACE_HELM_BIN CCTRACE_NGINX_BIN CCTRACE_POSTGRES_BIN CCTRACE_COMPOSE_BIN
+	# shellcheck disable=SC2086 # one name per word
+	export $CCTRACE_TOOL_VARS
 	local v
 	for v in $CCTRACE_TOOL_VARS; do
 		tools_log "$v=${!v:-(missing)}"
