@@ -108,7 +108,8 @@ func CleanValue(v string) string {
 		if len(v) <= MaxValueBytes {
 			return v
 		}
-		return v[:MaxValueBytes]
+		// The cut may end at a space, which is trimmed too: cleaning the result changes nothing.
+		return strings.TrimSpace(v[:MaxValueBytes])
 	}
 	var b strings.Builder
 	for _, r := range v {
